@@ -1,0 +1,79 @@
+"""The ``sparkmirror`` command.
+
+Each subcommand lives in its own module that exposes ``register(subparsers)``;
+this module only wires them together and turns SparkmirrorError into one line
+on stderr and its exit code (2 for usage and config errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from replicator import __version__
+from replicator.errors import SparkmirrorError
+
+# module path -> registers one or more subcommands. Imported lazily so that
+# `sparkmirror validate` never pays for importing pyspark.
+SUBCOMMAND_MODULES = [
+    "replicator.commands.validate",
+    "replicator.commands.decode",
+    "replicator.commands.inspect",
+    "replicator.commands.dev",
+    "replicator.commands.demo",
+    "replicator.commands.replicate",
+    "replicator.commands.translate",
+    "monitor.command",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 already; keep its format
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="sparkmirror",
+        description=(
+            "Replicate Kafka topics between clusters with MirrorMaker 2 semantics on "
+            "Apache Spark, and watch how far the copy is behind. Reads MM2's own "
+            "mm2.properties."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"sparkmirror {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except SparkmirrorError as exc:
+        print(f"sparkmirror: error: {exc}" if not exc.location() else str(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

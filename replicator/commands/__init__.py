@@ -1,0 +1,1 @@
+"""One module per sparkmirror subcommand; each exposes register(subparsers)."""
