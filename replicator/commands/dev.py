@@ -1,0 +1,71 @@
+"""``sparkmirror dev``: local Kafka clusters and pinned jars for development."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "dev",
+        help="start/stop the local development Kafka clusters, fetch pinned jars",
+        description=(
+            "Manage two local single-node KRaft Kafka clusters (primary on 127.0.0.1:19092, "
+            "dr on 127.0.0.1:29092) started from the official Apache Kafka jars, and the "
+            "pinned jars sparkmirror needs (Kafka, Apache MirrorMaker 2, Spark's Kafka connector), "
+            "cached in .cache/ (or $SPARKMIRROR_CACHE)."
+        ),
+    )
+    dsub = p.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    up = dsub.add_parser("up", help="start the clusters (detached) and wait until they answer")
+    up.add_argument("clusters", nargs="*", help="cluster names (default: primary dr)")
+    up.set_defaults(func=_up)
+    down = dsub.add_parser("down", help="stop the clusters started by 'dev up' (data is kept)")
+    down.add_argument("clusters", nargs="*", help="cluster names (default: all)")
+    down.add_argument("--wipe", action="store_true", help="also delete the clusters' data directories")
+    down.set_defaults(func=_down)
+    st = dsub.add_parser("status", help="show which dev clusters run")
+    st.set_defaults(func=_status)
+    fetch = dsub.add_parser("fetch", help="fetch the pinned jars into the cache (done on demand otherwise)")
+    fetch.set_defaults(func=_fetch)
+
+
+def _validate_names(names: list[str]) -> list[str] | None:
+    from replicator.devenv.clusters import DEV_CLUSTERS
+    from replicator.errors import UsageError
+
+    for n in names:
+        if n not in DEV_CLUSTERS:
+            raise UsageError(f"unknown dev cluster {n!r}", hint=f"choose from {', '.join(DEV_CLUSTERS)}")
+    return names or None
+
+
+def _up(args) -> int:
+    from replicator.devenv import clusters
+
+    for c in clusters.up(_validate_names(args.clusters)):
+        print(f"{c.name}\t{c.bootstrap}\t{c.data_dir}")
+    return 0
+
+
+def _down(args) -> int:
+    from replicator.devenv import clusters
+
+    clusters.down(_validate_names(args.clusters), wipe=args.wipe)
+    return 0
+
+
+def _status(args) -> int:
+    from replicator.devenv import clusters
+
+    print(json.dumps(clusters.status(), indent=2))
+    return 0
+
+
+def _fetch(args) -> int:
+    from replicator.devenv import artifacts
+
+    artifacts.ensure_all()
+    for s in artifacts.ALL_SETS:
+        print(f"{s.name}\t{len(s.jars())} jars\t{s.directory}")
+    return 0

@@ -1,0 +1,172 @@
+"""Pinned third-party artifacts and the cache that holds them.
+
+Everything sparkmirror needs from Maven Central — the Kafka broker and tools, Apache
+MirrorMaker 2 (our reference peer) and Spark's Kafka connector — is fetched once by
+``mvn`` into a git-ignored cache folder and reused from there. Versions are pinned
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from replicator.errors import SparkmirrorError
+
+log = logging.getLogger(__name__)
+
+KAFKA_VERSION = "4.1.1"
+SPARK_VERSION = "4.0.0"  # must equal the pinned pyspark; the connector jars follow it
+SCALA_BINARY = "2.13"
+LOG4J_VERSION = "2.24.3"
+SLF4J_VERSION = "2.0.17"
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache_dir() -> Path:
+    """The download cache: $SPARKMIRROR_CACHE, else ``.cache/`` in the repository."""
+    env = os.environ.get("SPARKMIRROR_CACHE")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache"
+
+
+@dataclass(frozen=True)
+class JarSet:
+    """A named set of Maven artifacts fetched with their runtime dependencies."""
+
+    name: str
+    artifacts: tuple[str, ...]  # groupId:artifactId:version
+    # Keep only these artifactIds (prefixes) from the resolved closure; None keeps all.
+    keep: tuple[str, ...] | None = None
+
+    @property
+    def directory(self) -> Path:
+        return cache_dir() / "jars" / self.name
+
+    def classpath(self) -> str:
+        return str(self.directory / "*")
+
+    def jars(self) -> list[Path]:
+        return sorted(self.directory.glob("*.jar"))
+
+
+# Broker, admin tools and Apache MirrorMaker 2 (dedicated mode) share one classpath,
+# like the lib/ folder of Kafka's binary distribution. Logging goes to log4j2.
+KAFKA = JarSet(
+    name=f"kafka-{KAFKA_VERSION}",
+    artifacts=(
+        f"org.apache.kafka:kafka_{SCALA_BINARY}:{KAFKA_VERSION}",
+        f"org.apache.kafka:kafka-server:{KAFKA_VERSION}",
+        f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
+        f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
+        f"org.apache.kafka:connect-runtime:{KAFKA_VERSION}",
+        f"org.apache.logging.log4j:log4j-slf4j2-impl:{LOG4J_VERSION}",
+        f"org.slf4j:slf4j-api:{SLF4J_VERSION}",
+    ),
+)
+
+# Spark's Kafka source. pyspark already ships Scala, Hadoop, compression codecs and
+# slf4j; only the connector's own jars are added to the Spark classpath.
+SPARK_KAFKA = JarSet(
+    name=f"spark-kafka-{SPARK_VERSION}",
+    artifacts=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{SPARK_VERSION}",),
+    keep=("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2"),
+)
+
+ALL_SETS = (KAFKA, SPARK_KAFKA)
+
+# Some parent POMs (Spark's) name extra repositories this machine cannot reach;
+# resolving everything through Maven Central alone keeps the fetch deterministic.
+_SETTINGS_XML = """<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>
+<url>https://repo1.maven.org/maven2</url></mirror></mirrors></settings>
+"""
+
+_POM_TEMPLATE = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>sparkmirror</groupId><artifactId>fetch-{name}</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{deps}
+  </dependencies>
+</project>
+"""
+
+
+def _pom(jar_set: JarSet) -> str:
+    deps = []
+    for coord in jar_set.artifacts:
+        group, artifact, version = coord.split(":")
+        deps.append(
+            f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{version}</version></dependency>"
+        )
+    return _POM_TEMPLATE.format(name=jar_set.name, deps="\n".join(deps))
+
+
+def _complete_marker(jar_set: JarSet) -> Path:
+    return jar_set.directory / ".complete"
+
+
+def ensure(jar_set: JarSet) -> JarSet:
+    """Fetch ``jar_set`` into the cache unless it is already complete there."""
+    if _complete_marker(jar_set).exists():
+        return jar_set
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise SparkmirrorError(
+            f"cannot fetch {jar_set.name}: 'mvn' is not on PATH",
+            hint="install Maven (apt-get install maven) or put the jars in " + str(jar_set.directory),
+        )
+    log.info("fetching %s from Maven Central into %s (once)", jar_set.name, jar_set.directory)
+    with tempfile.TemporaryDirectory(prefix="sparkmirror-fetch-") as tmp:
+        work = Path(tmp)
+        (work / "pom.xml").write_text(_pom(jar_set))
+        (work / "settings.xml").write_text(_SETTINGS_XML)
+        out = work / "libs"
+        cmd = [
+            mvn, "-q", "-B", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
+            "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={out}",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+            raise SparkmirrorError(
+                f"mvn could not fetch {jar_set.name}: {tail}",
+                hint="check that Maven Central is reachable; the command was: " + " ".join(cmd),
+            )
+        jars = sorted(out.glob("*.jar"))
+        if jar_set.keep is not None:
+            jars = [j for j in jars if j.name.startswith(jar_set.keep)]
+        # slf4j 1.x bindings in the closure would shadow log4j2's slf4j2 binding.
+        jars = [j for j in jars if not j.name.startswith(("slf4j-api-1.", "slf4j-reload4j", "reload4j"))]
+        target = jar_set.directory
+        staging = target.with_name(target.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for jar in jars:
+            shutil.copy2(jar, staging / jar.name)
+        (staging / ".complete").write_text("\n".join(j.name for j in jars) + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    log.info("fetched %s: %d jars", jar_set.name, len(jar_set.jars()))
+    return jar_set
+
+
+def ensure_all() -> None:
+    for jar_set in ALL_SETS:
+        ensure(jar_set)
+
+
+def java_binary() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if not java:
+        raise SparkmirrorError("java is not on PATH", hint="install a JDK 17 or newer")
+    return java

@@ -1,0 +1,70 @@
+"""Shared fixtures: two real single-node KRaft Kafka clusters for the whole session.
+
+The clusters are the same KafkaCluster class `sparkmirror dev up` uses, on free
+loopback ports and in a temporary directory, so a running dev environment never
+collides with the tests. They start only when a test asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@dataclass
+class TestClusters:
+    primary: "object"
+    dr: "object"
+
+    def by_name(self, name: str):
+        return {"primary": self.primary, "dr": self.dr}[name]
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory) -> TestClusters:
+    from replicator.devenv.kafka import KafkaCluster, free_port
+
+    base = tmp_path_factory.mktemp("kafka")
+    clusters = [
+        KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name)
+        for name in ("primary", "dr")
+    ]
+    errors: list[BaseException] = []
+
+    def start(c):
+        try:
+            c.start()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(c,)) for c in clusters]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        if errors:
+            raise errors[0]
+        yield TestClusters(*clusters)
+    finally:
+        for c in clusters:
+            c.stop()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique suffix so tests sharing the session clusters never share topics."""
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
