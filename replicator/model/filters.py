@@ -1,0 +1,219 @@
+"""Which topics and consumer groups a flow replicates.
+
+``TopicFilter`` and ``GroupFilter`` follow MM2's DefaultTopicFilter and
+DefaultGroupFilter: ``topics``/``groups`` list the names to include and
+``topics.exclude``/``groups.exclude`` the names to leave out, each entry a regex
+matched against the WHOLE name (Java's ``Matcher.matches``), exclude wins, and an
+empty include list matches nothing (MM2 turns a blank list into "no pattern").
+
+Patterns are Python ``re`` patterns. For what people put in mm2.properties
+(``.*``, ``orders\\..*``, ``[\\-\\.]``, ``(?i)``, possessive ``++``) the two
+dialects agree. Java-only syntax that Python would read differently is refused
+with a ConfigError instead of silently matching something else: character-class
+set operations and nested classes (``[a-z&&[^x]]``), which Python flags with a
+FutureWarning, and ``\\Q...\\E`` quoting, which Python rejects as a bad escape.
+MM2 joins all entries with ``|`` into one regex; sparkmirror compiles each entry on
+its own so that an error names the entry at fault and an entry cannot change the
+meaning of its neighbours (only an entry that is not valid on its own differs).
+
+Pathological regexes: Python's ``re`` (like Java's) backtracks, so a pattern with
+nested unbounded quantifiers such as ``(a+)+`` or ``(.*)*`` can take exponential
+time on an unlucky name. A cheap structural check flags such patterns at
+construction (logged once, listed in ``risky_patterns``); they are not rejected,
+because the same shape is often harmless (``(\\w+\\.)*orders``). Full
+catastrophic-backtracking analysis (ambiguity of the repeated bodies, or matching
+under a time budget) is not done yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from collections.abc import Iterable
+
+from replicator.errors import ConfigError
+from replicator.model.policy import ReplicationPolicy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPICS: tuple[str, ...] = (".*",)
+DEFAULT_TOPICS_EXCLUDE: tuple[str, ...] = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+DEFAULT_GROUPS: tuple[str, ...] = (".*",)
+DEFAULT_GROUPS_EXCLUDE: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
+
+try:  # private, but stable across 3.11-3.13; the check is skipped if it moves
+    from re import _constants as _sre_c
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover
+    _sre_c = None
+    _sre_parse = None
+
+
+def _compile(pattern: object, setting: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise ConfigError(f"{setting}: entry {pattern!r} is not a string")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            if _sre_parse is not None:
+                # re.compile is cached and warns only once per process; the parser always warns.
+                _sre_parse.parse(pattern)
+            return re.compile(pattern)
+        except FutureWarning as exc:
+            raise ConfigError(
+                f"{setting}: pattern {pattern!r} uses Java-only character-class syntax ({exc})",
+                hint="list the characters explicitly, e.g. [a-wyz] instead of [a-z&&[^x]]",
+            ) from None
+        except re.error as exc:
+            hint = None
+            if "\\Q" in pattern:
+                hint = "\\Q...\\E quoting is Java-only; escape the characters with a backslash"
+            raise ConfigError(
+                f"{setting}: pattern {pattern!r} is not a valid regex ({exc})", hint=hint
+            ) from None
+
+
+def _has_nested_unbounded_repeat(pattern: str) -> bool:
+    """True if an unbounded quantifier sits inside another unbounded quantifier."""
+    if _sre_parse is None or _sre_c is None:
+        return False
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except Exception:  # already compiled fine; never fail the filter over the check
+        return False
+    repeats = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT}
+
+    def walk(items: Iterable[tuple[object, object]], inside_unbounded: bool) -> bool:
+        for op, av in items:
+            if op in repeats:
+                _low, high, body = av  # type: ignore[misc]
+                unbounded = high == _sre_c.MAXREPEAT
+                if unbounded and inside_unbounded:
+                    return True
+                if walk(body, inside_unbounded or unbounded):
+                    return True
+            elif op == _sre_c.SUBPATTERN:
+                if walk(av[-1], inside_unbounded):  # type: ignore[index]
+                    return True
+            elif op == _sre_c.BRANCH:
+                if any(walk(branch, inside_unbounded) for branch in av[1]):  # type: ignore[index]
+                    return True
+            elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
+                if walk(av[1], inside_unbounded):  # type: ignore[index]
+                    return True
+            # ATOMIC_GROUP and POSSESSIVE_REPEAT never backtrack into their body.
+        return False
+
+    try:
+        return walk(parsed, False)
+    except Exception:  # pragma: no cover - parser shape changed
+        return False
+
+
+class _PatternList:
+    """Compiled include/exclude lists; each entry must match the whole name."""
+
+    def __init__(self, include: Iterable[str], exclude: Iterable[str], kind: str) -> None:
+        for value, setting in ((include, kind), (exclude, f"{kind}.exclude")):
+            if isinstance(value, str):
+                raise TypeError(f"{setting} must be a list of patterns, not one string")
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._include = [_compile(p, kind) for p in self.include]
+        self._exclude = [_compile(p, f"{kind}.exclude") for p in self.exclude]
+        self.risky_patterns = [
+            p for p in (*self.include, *self.exclude) if _has_nested_unbounded_repeat(p)
+        ]
+        for p in self.risky_patterns:
+            log.warning(
+                "%s pattern %r nests unbounded quantifiers and may backtrack exponentially "
+                "on some names; consider a possessive (a++) or atomic ((?>...)) form",
+                kind,
+                p,
+            )
+
+    def accepts(self, name: str) -> bool:
+        if not any(p.fullmatch(name) for p in self._include):
+            return False
+        return not any(p.fullmatch(name) for p in self._exclude)
+
+
+class TopicFilter:
+    """MM2's DefaultTopicFilter: ``topics`` minus ``topics.exclude``."""
+
+    def __init__(
+        self,
+        include: Iterable[str] = DEFAULT_TOPICS,
+        exclude: Iterable[str] = DEFAULT_TOPICS_EXCLUDE,
+    ) -> None:
+        self._patterns = _PatternList(include, exclude, "topics")
+        self.include = self._patterns.include
+        self.exclude = self._patterns.exclude
+        self.risky_patterns = self._patterns.risky_patterns
+
+    def __repr__(self) -> str:
+        return f"TopicFilter(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        return self._patterns.accepts(topic)
+
+
+class GroupFilter:
+    """MM2's DefaultGroupFilter: ``groups`` minus ``groups.exclude``."""
+
+    def __init__(
+        self,
+        include: Iterable[str] = DEFAULT_GROUPS,
+        exclude: Iterable[str] = DEFAULT_GROUPS_EXCLUDE,
+    ) -> None:
+        self._patterns = _PatternList(include, exclude, "groups")
+        self.include = self._patterns.include
+        self.exclude = self._patterns.exclude
+        self.risky_patterns = self._patterns.risky_patterns
+
+    def __repr__(self) -> str:
+        return f"GroupFilter(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
+
+    def should_replicate_group(self, group: str) -> bool:
+        return self._patterns.accepts(group)
+
+
+def is_cycle(policy: ReplicationPolicy, target_alias: str, topic: str) -> bool:
+    """True if ``topic`` came from ``target_alias`` at any hop (MirrorSourceConnector.isCycle).
+
+    This is what stops active-active A<->B from sending ``A.orders`` back to A: its
+    source is A. It walks upstream (``B.A.orders`` -> ``A.orders``) and stops when
+    the policy cannot tell (Identity returns the topic itself as its upstream).
+    """
+    seen: set[str] = set()
+    while True:
+        source = policy.topic_source(topic)
+        if source is None:
+            return False
+        if source == target_alias:
+            return True
+        upstream = policy.upstream_topic(topic)
+        if upstream is None or upstream == topic or upstream in seen:
+            return False
+        seen.add(topic)
+        topic = upstream
+
+
+def replicable_topic(
+    policy: ReplicationPolicy,
+    topic_filter: TopicFilter,
+    target_alias: str,
+    topic: str,
+    *,
+    heartbeats_replication_enabled: bool = True,
+) -> bool:
+    """MirrorSourceConnector.shouldReplicateTopic for one source topic of a flow to ``target_alias``.
+
+    (filter passes, or it is a heartbeats topic and heartbeats.replication.enabled)
+    and it is not internal and it would not close a cycle.
+    """
+    wanted = topic_filter.should_replicate_topic(topic) or (
+        heartbeats_replication_enabled and policy.is_heartbeats_topic(topic)
+    )
+    return wanted and not policy.is_internal_topic(topic) and not is_cycle(policy, target_alias, topic)
