@@ -1,0 +1,234 @@
+"""Every metric the monitor exports, defined once.
+
+This module is the single list the exporters (Prometheus ``/metrics`` and
+OpenTelemetry), the dashboards in ``dashboards/``, the alert rules in
+``alerts/`` and the docs build on. It only declares: importing it creates no
+collector, registers nothing and opens no socket, so a dashboard generator can
+``from monitor.metrics import FLOW_LAG_SECONDS`` and use ``.name``.
+
+Conventions (Prometheus naming best practice):
+
+- one prefix, ``sparkmirror_``;
+- base units in the name: ``_seconds`` (never ms), ``_records`` for counts of
+  Kafka records; timestamps are ``_timestamp_seconds`` since the epoch;
+- counters end in ``_total`` (``name`` is the exposed name, suffix included);
+- labels are few and bounded. ``flow`` is ``"A->B"`` as written in
+  mm2.properties; ``topic`` is always the *source* (upstream) topic name;
+  ``partition`` is the partition number as a string.
+
+Granularity. Lag and status exist at three levels with their own names, so a
+query means the same whatever the monitor's ``--granularity`` is: ``flow``
+metrics are always exported, ``topic`` metrics unless the granularity is
+``flow``, ``partition`` metrics (and per-partition checkpoint metrics) only with
+``--granularity partition``. Aggregation rules: records lag sums, seconds lag
+takes the maximum, status takes the worst.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "sparkmirror_"
+
+#: Status values, best first. Their index is the numeric code used by
+#: ``sparkmirror_partition_status_code``; docs/monitor-status.md has the rules.
+STATUSES: tuple[str, ...] = ("OK", "WARN", "STALL", "STOP", "ERR")
+STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
+
+#: Granularity levels, coarsest first (``--granularity``).
+GRANULARITIES: tuple[str, ...] = ("flow", "topic", "partition")
+
+#: Heartbeat latency buckets (seconds): replication of a heartbeat takes from a
+#: few ms on an idle pair to minutes when the replicator is far behind.
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)
+
+_UCUM = {"seconds": "s", "records": "{record}", "": "1"}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exported metric: its exposed name, type, unit, labels and help text.
+
+    ``level`` says which granularity must be enabled for it to be exported:
+    ``monitor``/``cluster``/``flow``/``group`` always, ``topic`` unless the
+    granularity is ``flow``, ``partition`` only at ``partition``.
+    """
+
+    name: str
+    kind: str  # "gauge" | "counter" | "histogram"
+    unit: str  # "seconds" | "records" | "" (dimensionless)
+    labels: tuple[str, ...]
+    help: str
+    level: str = "flow"
+    buckets: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith(PREFIX):
+            raise ValueError(f"{self.name}: metric names start with {PREFIX}")
+        if self.kind not in ("gauge", "counter", "histogram"):
+            raise ValueError(f"{self.name}: unknown kind {self.kind}")
+        if (self.kind == "counter") != self.name.endswith("_total"):
+            raise ValueError(f"{self.name}: counters, and only counters, end in _total")
+        if self.unit and self.unit not in self.name:
+            raise ValueError(f"{self.name}: the unit {self.unit} belongs in the name")
+
+    @property
+    def base_name(self) -> str:
+        """The name without ``_total``: what prometheus-client and OTel instruments take."""
+        return self.name[: -len("_total")] if self.kind == "counter" else self.name
+
+    @property
+    def otel_unit(self) -> str:
+        return _UCUM[self.unit]
+
+
+def _m(name: str, kind: str, unit: str, labels: tuple[str, ...], help: str, level: str = "flow",
+       buckets: tuple[float, ...] | None = None) -> MetricSpec:
+    return MetricSpec(PREFIX + name, kind, unit, labels, help, level, buckets)
+
+
+F = ("flow",)
+FT = ("flow", "topic")
+FTP = ("flow", "topic", "partition")
+FG = ("flow", "group")
+FGTP = ("flow", "group", "topic", "partition")
+
+# --- clusters ---------------------------------------------------------------
+CLUSTER_UP = _m(
+    "cluster_up", "gauge", "", ("cluster",),
+    "1 if the monitor's last request to the cluster succeeded, 0 if it failed or timed out.",
+    level="cluster")
+CLUSTER_ERRORS = _m(
+    "cluster_errors_total", "counter", "", ("cluster",),
+    "Requests of the monitor to the cluster that failed or timed out.", level="cluster")
+
+# --- flows: status, liveness, heartbeats -------------------------------------
+FLOW_STATUS = _m(
+    "flow_status", "gauge", "", ("flow", "status"),
+    "1 for the flow's current status (OK, WARN, STALL, STOP, ERR), 0 for the others; "
+    "rules in docs/monitor-status.md.")
+FLOW_PARTITIONS = _m(
+    "flow_partitions", "gauge", "", ("flow", "status"),
+    "Replicated partitions of the flow in each status.")
+REPLICATOR_UP = _m(
+    "replicator_up", "gauge", "", F,
+    "1 if the flow's replicator shows signs of life: a heartbeat younger than the heartbeat "
+    "timeout, or offset-sync progress (or nothing to copy) while heartbeats are not expected.")
+HEARTBEAT_LATENCY = _m(
+    "heartbeat_latency_seconds", "histogram", "seconds", F,
+    "Time from a heartbeat's timestamp (written on the source) to its append on the target "
+    "(LogAppendTime, else the moment the monitor, tailing the topic, received it).",
+    buckets=LATENCY_BUCKETS)
+HEARTBEAT_AGE = _m(
+    "heartbeat_age_seconds", "gauge", "seconds", F,
+    "Now minus the timestamp of the newest heartbeat seen in <source>.heartbeats on the target.")
+HEARTBEAT_LAST_TIMESTAMP = _m(
+    "heartbeat_last_timestamp_seconds", "gauge", "seconds", F,
+    "Timestamp of the newest heartbeat seen on the target (epoch seconds).")
+HEARTBEATS = _m(
+    "heartbeats_total", "counter", "", F,
+    "Heartbeats read from <source>.heartbeats on the target since the monitor started.")
+OFFSET_SYNC_AGE = _m(
+    "offset_sync_age_seconds", "gauge", "seconds", F,
+    "Now minus the record timestamp of the newest offset-sync of the flow.")
+OFFSET_SYNCS = _m(
+    "offset_syncs_total", "counter", "", F,
+    "Offset-sync records read for the flow since the monitor started.")
+
+# --- lag ---------------------------------------------------------------------
+FLOW_LAG_RECORDS = _m(
+    "flow_lag_records", "gauge", "records", F,
+    "Source records not yet on the target, summed over the flow's replicated partitions.")
+FLOW_LAG_SECONDS = _m(
+    "flow_lag_seconds", "gauge", "seconds", F,
+    "Age of the oldest source record not yet on the target, over the flow's partitions; "
+    "0 when caught up.")
+FLOW_REPLICATED_RECORDS = _m(
+    "flow_replicated_records_total", "counter", "records", F,
+    "Source offsets the replicated position advanced by, as seen by the monitor (rate = "
+    "replication throughput).")
+FLOW_SOURCE_RECORDS = _m(
+    "flow_source_records_total", "counter", "records", F,
+    "Source offsets the end offsets of the replicated partitions advanced by, as seen by the "
+    "monitor (rate = produce rate on the source).")
+DATA_LOST_RECORDS = _m(
+    "data_lost_records_total", "counter", "records", FT,
+    "Source offsets deleted (retention, deleteRecords) before they were replicated: the log "
+    "start offset moved past the replicated position.", level="topic")
+TOPIC_LAG_RECORDS = _m(
+    "topic_lag_records", "gauge", "records", FT,
+    "Source records of the topic not yet on the target (sum over partitions).", level="topic")
+TOPIC_LAG_SECONDS = _m(
+    "topic_lag_seconds", "gauge", "seconds", FT,
+    "Age of the topic's oldest source record not yet on the target (max over partitions).",
+    level="topic")
+PARTITION_LAG_RECORDS = _m(
+    "partition_lag_records", "gauge", "records", FTP,
+    "Source end offset minus the upstream position already on the target; never negative.",
+    level="partition")
+PARTITION_LAG_SECONDS = _m(
+    "partition_lag_seconds", "gauge", "seconds", FTP,
+    "Now minus the timestamp of the first source record not yet on the target; 0 when "
+    "caught up.", level="partition")
+PARTITION_STATUS_CODE = _m(
+    "partition_status_code", "gauge", "", FTP,
+    "Partition status as a number: 0 OK, 1 WARN, 2 STALL, 3 STOP, 4 ERR.", level="partition")
+
+# --- checkpoints -------------------------------------------------------------
+CHECKPOINT_AGE = _m(
+    "checkpoint_age_seconds", "gauge", "seconds", FGTP,
+    "Now minus the record timestamp of the group's newest checkpoint for the partition. MM2 "
+    "emits a checkpoint only when it moves, so age alone is not staleness: see the lag.",
+    level="partition")
+CHECKPOINT_LAG = _m(
+    "checkpoint_lag_records", "gauge", "records", FGTP,
+    "Records a consumer of the group failing over now would re-read: the group's committed "
+    "source offset translated to the target minus the checkpointed target offset.",
+    level="partition")
+GROUP_CHECKPOINT_AGE = _m(
+    "group_checkpoint_age_seconds", "gauge", "seconds", FG,
+    "Oldest checkpoint age among the group's partitions that are behind (checkpoint lag > 0); "
+    "0 when every checkpoint is current.", level="group")
+GROUP_CHECKPOINT_LAG = _m(
+    "group_checkpoint_lag_records", "gauge", "records", FG,
+    "Checkpoint lag summed over the group's partitions.", level="group")
+GROUP_CHECKPOINT_MISSING = _m(
+    "group_checkpoint_missing_partitions", "gauge", "", FG,
+    "Partitions where the group has a committed source offset but no checkpoint on the target "
+    "(the group cannot fail over there).", level="group")
+
+# --- input quality and the monitor itself ------------------------------------
+DECODE_ERRORS = _m(
+    "decode_errors_total", "counter", "", ("cluster", "topic", "record_type"),
+    "Records on heartbeats, checkpoints or offset-syncs topics that did not decode and were "
+    "skipped.", level="cluster")
+LAG_PROBES = _m(
+    "lag_probes_total", "counter", "", F,
+    "Source records read to timestamp the oldest unreplicated record (cost of seconds lag).")
+COLLECTOR_DURATION = _m(
+    "collector_duration_seconds", "gauge", "seconds", ("collector", "flow"),
+    "Duration of the collector's last refresh.", level="monitor")
+EVALUATION_DURATION = _m(
+    "monitor_evaluation_duration_seconds", "gauge", "seconds", (),
+    "Duration of the last status evaluation.", level="monitor")
+LAST_EVALUATION = _m(
+    "monitor_last_evaluation_timestamp_seconds", "gauge", "seconds", (),
+    "When the last status evaluation finished (epoch seconds).", level="monitor")
+MONITOR_INFO = _m(
+    "monitor_info", "gauge", "", ("version", "granularity"),
+    "Always 1; labels describe the running monitor.", level="monitor")
+
+#: Every metric, in exposition order.
+ALL: tuple[MetricSpec, ...] = tuple(v for v in list(globals().values()) if isinstance(v, MetricSpec))
+BY_NAME: dict[str, MetricSpec] = {m.name: m for m in ALL}
+
+
+def enabled(spec: MetricSpec, granularity: str) -> bool:
+    """Whether ``spec`` is exported at ``granularity`` (see the module docstring)."""
+    if spec.level == "partition":
+        return granularity == "partition"
+    if spec.level == "topic":
+        return granularity != "flow"
+    return True

@@ -1,0 +1,43 @@
+"""The metric list: naming conventions, and importable without side effects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from monitor import metrics
+
+
+def test_names_follow_prometheus_conventions():
+    names = [m.name for m in metrics.ALL]
+    assert len(names) == len(set(names))
+    for m in metrics.ALL:
+        assert m.name.startswith("sparkmirror_")
+        assert m.help and m.help[-1] == "."
+        assert (m.kind == "counter") == m.name.endswith("_total")
+        assert "_ms" not in m.name and "milliseconds" not in m.name
+        if m.kind == "histogram":
+            assert m.buckets and list(m.buckets) == sorted(m.buckets)
+        for label in m.labels:
+            assert label.isidentifier() and not label.startswith("__")
+
+
+def test_granularity_controls_levels():
+    at = {g: {m.name for m in metrics.ALL if metrics.enabled(m, g)} for g in metrics.GRANULARITIES}
+    assert metrics.PARTITION_LAG_RECORDS.name in at["partition"]
+    assert metrics.PARTITION_LAG_RECORDS.name not in at["topic"]
+    assert metrics.TOPIC_LAG_RECORDS.name in at["topic"]
+    assert metrics.TOPIC_LAG_RECORDS.name not in at["flow"]
+    assert metrics.FLOW_LAG_SECONDS.name in at["flow"]
+    assert at["flow"] < at["topic"] < at["partition"]
+
+
+def test_import_has_no_side_effects():
+    code = (
+        "import sys, prometheus_client\n"
+        "before = set(prometheus_client.REGISTRY._names_to_collectors)\n"
+        "import monitor.metrics\n"
+        "assert set(prometheus_client.REGISTRY._names_to_collectors) == before\n"
+        "assert 'confluent_kafka' not in sys.modules and 'aiohttp' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
