@@ -754,7 +754,8 @@ class _Builder:
     def _check_same_bootstrap(self, clusters: dict[str, ClusterConfig]) -> None:
         seen: dict[str, str] = {}
         for alias, cluster in clusters.items():
-            hosts = ",".join(sorted(cluster.bootstrap_servers.split(",")))
+            split = cluster.bootstrap_servers.split(",")
+            hosts = ",".join(sorted(split)) if all(split) else ""  # empty lists are errors already
             if hosts and hosts in seen:
                 self.warn(f"clusters {seen[hosts]!r} and {alias!r} have the same bootstrap.servers: "
                           "a flow between them copies a cluster into itself", cluster.line)

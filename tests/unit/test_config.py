@@ -539,3 +539,8 @@ def test_policy_and_filters_from_the_model_modules():
     assert not flow.topic_filter.should_replicate_topic("payments")
     assert flow.group_filter.should_replicate_group("app")
     assert not flow.group_filter.should_replicate_group("console-consumer-1")
+
+
+def test_two_aliases_for_the_same_cluster_warn():
+    cfg = parse_config("clusters = a, b\na.bootstrap.servers = h:1,g:2\nb.bootstrap.servers = g:2, h:1\n", "f")
+    assert "have the same bootstrap.servers" in warning_lines(cfg)[3]

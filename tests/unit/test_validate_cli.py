@@ -1,0 +1,166 @@
+"""`sparkmirror validate`: exit codes, FILE:LINE messages, readable and JSON output, masked secrets."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replicator.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "tests" / "data" / "configs"
+VALID = ["seed-000-one-way-primary-dr", "seed-001-src-dst-sasl", "seed-002-dc1-dc2-active-active", "dev-primary-dr"]
+LOCATED = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): (?P<rest>.+)$")
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["validate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def located(stderr: str) -> list[tuple[str, int, str]]:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    parsed = [LOCATED.match(line) for line in lines]
+    assert all(parsed), f"every stderr line must be FILE:LINE: ..., got {lines}"
+    return [(m["file"], int(m["line"]), m["rest"]) for m in parsed]
+
+
+def test_real_entry_point_runs_as_a_module():
+    config = CONFIGS / "dev-primary-dr.properties"
+    proc = subprocess.run([sys.executable, "-m", "replicator.cli", "validate", str(config)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "primary->dr  enabled" in proc.stdout
+    assert "dr->primary  disabled — heartbeats only" in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_complete_seed_configs_validate(capsys, name):
+    code, out, err = run(capsys, str(CONFIGS / f"{name}.properties"))
+    assert code == 0, err
+    assert "valid —" in out
+    for file, line, rest in located(err):  # warnings only
+        assert file.endswith(f"{name}.properties") and rest.startswith("warning: ")
+
+
+def test_text_output_shows_effective_settings_with_their_lines(capsys):
+    code, out, _ = run(capsys, str(CONFIGS / "seed-000-one-way-primary-dr.properties"))
+    assert code == 0
+    assert "cluster primary  primary-broker1:9092,primary-broker2:9092,primary-broker3:9092  (line 6)" in out
+    assert "primary->dr  enabled  (line 14)" in out
+    assert "  checkpoints     every 30s (line 43)" in out
+    assert "  heartbeats      every 5s (line 45)" in out
+    assert "  group offsets   off" in out
+    assert "orders -> primary.orders" in out
+    assert "  replication     mirror topics 3, heartbeats 3, checkpoints 3, offset-syncs 3" in out
+    assert "  offset-syncs    on source (primary), offset.lag.max 100" in out
+    assert "  tasks.max 4, exactly-once disabled" in out
+    assert "    dr producer (records, checkpoints, heartbeats): bootstrap.servers=dr-broker1:9092" in out
+
+
+def test_secrets_are_masked_and_warnings_go_to_stderr(capsys):
+    code, out, err = run(capsys, str(CONFIGS / "seed-001-src-dst-sasl.properties"))
+    assert code == 0
+    assert "sasl.password=********" in out and "sasl.username=user" in out
+    assert '"pass"' not in out and "password=pass" not in out
+    warnings = located(err)
+    assert [line for _, line, _ in warnings] == [34, 38]
+    assert all(rest.startswith("warning: cluster ") for _, _, rest in warnings)
+
+
+def test_seed_003_fails_with_the_host_lines(capsys):
+    path = str(CONFIGS / "seed-003-empty-hosts.properties")
+    code, out, err = run(capsys, path)
+    assert code == 2 and out == ""
+    assert [(f, line) for f, line, _ in located(err)] == [(path, 8), (path, 9)]
+    assert "`source.bootstrap.servers` lists no hosts" in err
+
+
+def test_seed_004_fails_with_placeholders_and_the_glob(capsys):
+    path = str(CONFIGS / "seed-004-placeholders.properties")
+    code, _, err = run(capsys, path)
+    assert code == 2
+    problems = [(line, rest) for _, line, rest in located(err) if not rest.startswith("warning:")]
+    assert [line for line, _ in problems] == [2, 2, 5, 6]
+    assert "did you mean .*?" in problems[-1][1]
+
+
+def test_json_success(capsys):
+    code, out, _ = run(capsys, "--json", str(CONFIGS / "seed-002-dc1-dc2-active-active.properties"))
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["valid"] is True
+    assert list(doc["clusters"]) == ["DC1", "DC2"]
+    flows = {f["name"]: f for f in doc["flows"]}
+    assert flows["DC1->DC2"]["enabled"] and flows["DC2->DC1"]["enabled"]
+    assert flows["DC1->DC2"]["topics"] == [".*"] and flows["DC1->DC2"]["lines"]["topics"] == 10
+    assert flows["DC1->DC2"]["sync_group_offsets_enabled"] is True
+    clients = {(c["cluster"], c["role"]) for c in flows["DC1->DC2"]["clients"]}
+    assert clients == {("DC1", "consumer"), ("DC2", "producer"), ("DC1", "admin"), ("DC2", "admin"),
+                       ("DC1", "producer")}
+    consumer = next(c for c in flows["DC1->DC2"]["clients"] if c["role"] == "consumer")
+    assert consumer["spark_source_options"]["kafka.bootstrap.servers"] == "dc1-kafka:9092"
+    assert consumer["spark_source_options"]["startingOffsets"] == "earliest"
+
+
+def test_json_errors(capsys):
+    code, out, err = run(capsys, "--json", str(CONFIGS / "seed-003-empty-hosts.properties"))
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["valid"] is False
+    assert [(e["line"], e["cluster"]) for e in doc["errors"]] == [(8, "source"), (9, "destination")]
+    assert len(located(err)) == 2
+
+
+def test_missing_file_exits_2(capsys, tmp_path):
+    code, _, err = run(capsys, str(tmp_path / "absent.properties"))
+    assert code == 2
+    assert "absent.properties" in err and "cannot read" in err
+
+
+def test_client_translation_errors_fail_validation_at_their_line(capsys, tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = a, b\n"
+        "a.bootstrap.servers = a:9092\n"
+        "b.bootstrap.servers = b:9092\n"
+        "a->b.enabled = true\n"
+        "b.security.protocol = SSL\n"
+        "b.ssl.truststore.location = /etc/kafka/truststore.jks\n"
+        "b.ssl.truststore.password = changeit\n"
+        "a.consumer.interceptor.classes = com.acme.Audit\n"
+    )
+    code, out, err = run(capsys, str(config))
+    assert code == 2 and out == ""
+    problems = located(err)
+    assert [(line, rest.split(" ")[0]) for _, line, rest in problems] == [
+        (6, "`ssl.truststore.location`:"), (8, "`interceptor.classes`")]
+    assert "(cluster b)" in problems[0][2] and "convert it to PEM" in problems[0][2]
+    assert "changeit" not in err
+
+
+def test_bad_value_and_warning_together(capsys, tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = a, b\na.bootstrap.servers = a:1\nb.bootstrap.servers = b:1\n"
+                      "a->b.enabled = true\nemit.heartbeat.interval.seconds = 5\nsync.group.offsets.enabled = yes\n")
+    code, _, err = run(capsys, str(config))
+    assert code == 2
+    problems = located(err)
+    assert (5, "warning: unknown key `emit.heartbeat.interval.seconds`; did you mean "
+               "`emit.heartbeats.interval.seconds`?") in [(line, rest) for _, line, rest in problems]
+    assert any(line == 6 and "must be true or false, got 'yes'" in rest for _, line, rest in problems)
+
+
+def test_help_explains_the_command(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["validate", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "FILE:LINE" in out and "--json" in out and "exit status" in out
