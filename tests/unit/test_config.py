@@ -544,3 +544,16 @@ def test_policy_and_filters_from_the_model_modules():
 def test_two_aliases_for_the_same_cluster_warn():
     cfg = parse_config("clusters = a, b\na.bootstrap.servers = h:1,g:2\nb.bootstrap.servers = g:2, h:1\n", "f")
     assert "have the same bootstrap.servers" in warning_lines(cfg)[3]
+
+
+def test_properly_escaped_regex_backslashes_do_not_warn():
+    cfg = config("a->b.enabled = true\ntopics.exclude = .*\\\\.replica, __.*\n")
+    assert cfg.flow("a", "b").topics_exclude == [r".*\.replica", "__.*"]
+    assert cfg.warnings == []
+
+
+def test_java_only_regex_syntax_is_refused_at_its_line():
+    pytest.importorskip("replicator.model.filters")
+    err = failure(BASE + "a->b.enabled = true\na->b.groups.exclude = [a-z&&[^x]]\n")
+    assert [e.line for e in err.errors] == [5]
+    assert "`a->b.groups.exclude`" in err.errors[0].message
