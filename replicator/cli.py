@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # py4j logs every gateway connection at INFO; nobody needs that.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except SparkmirrorError as exc:

@@ -1,0 +1,1 @@
+"""Driver-side control plane: topics, configs, ACLs, heartbeats, checkpoints, group offsets."""

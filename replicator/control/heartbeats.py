@@ -1,0 +1,71 @@
+"""Heartbeats, with MM2's semantics.
+
+For every ordered cluster pair X->Y whose ``emit.heartbeats.enabled`` is true —
+including pairs whose replication is disabled — a Heartbeat(X, Y, now) goes into
+the ``heartbeats`` topic on Y every ``emit.heartbeats.interval.seconds``. In a
+one-way A->B setup, the B->A pair writes into A's ``heartbeats`` and the A->B flow
+carries it to B as ``A.heartbeats``: a monitor on B reads end-to-end latency
+from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from replicator.control.clients import admin, producer
+from replicator.control.topics import ensure_internal_topic
+from replicator.model.records import Heartbeat
+
+log = logging.getLogger("sparkmirror.heartbeats")
+
+
+class HeartbeatEmitter:
+    def __init__(self, config, flow) -> None:
+        self.flow = flow
+        self.topic = flow.policy.heartbeats_topic()
+        self.interval = float(flow.emit_heartbeats_interval_seconds)
+        self._admin = admin(config, flow.target, flow)
+        self._producer = producer(config, flow.target, flow, **{"linger.ms": 0, "acks": "all"})
+        self.sent = 0
+        self.failed = 0
+        self._last_error_logged = 0.0
+
+    def prepare(self) -> None:
+        ensure_internal_topic(self._admin, self.flow.target, self.topic,
+                                        self.flow.heartbeats_topic_replication_factor)
+
+    def emit_once(self) -> None:
+        hb = Heartbeat(self.flow.source, self.flow.target, int(time.time() * 1000))
+
+        def on_delivery(err, msg):
+            if err is None:
+                self.sent += 1
+            else:
+                self.failed += 1
+                now = time.monotonic()
+                if now - self._last_error_logged > 60:
+                    self._last_error_logged = now
+                    log.warning("heartbeat %s->%s not delivered to %s on %s: %s", self.flow.source,
+                                self.flow.target, self.topic, self.flow.target, err)
+
+        try:
+            self._producer.produce(self.topic, key=hb.encode_key(), value=hb.encode_value(),
+                                   timestamp=hb.timestamp_ms, on_delivery=on_delivery)
+        except BufferError:
+            pass  # the target is unreachable and the queue is full; keep trying
+        self._producer.poll(0)
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            self.prepare()
+        except Exception as exc:
+            log.error("heartbeats %s->%s disabled: %s", self.flow.source, self.flow.target, exc)
+            return
+        log.info("heartbeats %s->%s every %.0f s into %s on %s", self.flow.source, self.flow.target,
+                 self.interval, self.topic, self.flow.target)
+        while not stop.is_set():
+            self.emit_once()
+            stop.wait(self.interval)
+        self._producer.flush(5)

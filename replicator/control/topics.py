@@ -1,0 +1,153 @@
+"""Topics before records: discover source topics, create and grow mirror topics.
+
+MirrorSourceConnector's rules: a mirror topic gets the source partition count,
+``replication.factor`` and the source's non-default configs minus the excluded
+ones; partition counts only ever grow. The data path never writes to a topic this
+module has not created first — the brokers have auto-creation off.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from dataclasses import dataclass
+
+from replicator.errors import ClusterError
+from replicator.model.filters import replicable_topic
+
+log = logging.getLogger(__name__)
+
+# ConfigSource.DYNAMIC_TOPIC_CONFIG: "set on this topic" rather than inherited.
+_TOPIC_LEVEL_SOURCE = 1
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    source_topic: str
+    target_topic: str
+    partitions: int
+
+
+def _result(future, what: str, cluster: str, timeout: float = 60.0):
+    try:
+        return future.result(timeout)
+    except Exception as exc:  # KafkaException carries a KafkaError
+        raise ClusterError(f"{what} failed: {exc}", cluster=cluster) from None
+
+
+def excluded_config(name: str, patterns: list[str]) -> bool:
+    """config.properties.exclude entries are regexes in MM2 (matched whole)."""
+    for p in patterns:
+        try:
+            if re.fullmatch(p, name):
+                return True
+        except re.error:
+            if fnmatch.fnmatch(name, p):
+                return True
+    return False
+
+
+class TopicSync:
+    """Keeps the mirror topics of one flow in step with the source."""
+
+    def __init__(self, flow, source_admin, target_admin) -> None:
+        self.flow = flow
+        self.policy = flow.policy
+        self.topic_filter = flow.topic_filter
+        self.source_admin = source_admin
+        self.target_admin = target_admin
+
+    # -- discovery -------------------------------------------------------------------
+    def discover(self) -> dict[str, int]:
+        """Source topics this flow replicates, with their partition counts."""
+        md = self.source_admin.list_topics(timeout=30)
+        out = {}
+        for name, tmd in md.topics.items():
+            if tmd.error is not None:
+                continue
+            if replicable_topic(self.policy, self.topic_filter, self.flow.target, name):
+                out[name] = len(tmd.partitions)
+        return dict(sorted(out.items()))
+
+    def plan(self, source_topics: dict[str, int]) -> list[TopicPlan]:
+        return [
+            TopicPlan(t, self.policy.format_remote_topic(self.flow.source, t), n)
+            for t, n in source_topics.items()
+        ]
+
+    # -- creation and growth -----------------------------------------------------------
+    def source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        if not topics:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        futures = self.source_admin.describe_configs(resources)
+        out: dict[str, dict[str, str]] = {}
+        for res, fut in futures.items():
+            entries = _result(fut, f"describing configs of {res.name}", self.flow.source)
+            out[res.name] = {
+                name: e.value
+                for name, e in entries.items()
+                if int(e.source) == _TOPIC_LEVEL_SOURCE
+                and not e.is_read_only and not e.is_sensitive and e.value is not None
+                and not excluded_config(name, self.flow.config_properties_exclude)
+            }
+        return out
+
+    def ensure(self, plans: list[TopicPlan]) -> list[str]:
+        """Create missing mirror topics and grow partitions. Returns what changed."""
+        from confluent_kafka.admin import NewPartitions, NewTopic
+
+        changes: list[str] = []
+        existing = self.target_admin.list_topics(timeout=30).topics
+        missing = [p for p in plans if p.target_topic not in existing]
+        configs = self.source_configs([p.source_topic for p in missing]) if missing else {}
+        if missing:
+            new = [
+                NewTopic(p.target_topic, p.partitions, self.flow.replication_factor,
+                         config=configs.get(p.source_topic, {}))
+                for p in missing
+            ]
+            for name, fut in self.target_admin.create_topics(new).items():
+                try:
+                    fut.result(60)
+                except Exception as exc:
+                    if "TOPIC_ALREADY_EXISTS" in str(exc):
+                        continue
+                    raise ClusterError(
+                        f"cannot create mirror topic {name}: {exc}", cluster=self.flow.target, topic=name,
+                        hint="check replication.factor against the target's broker count and the ACLs of the replicator",
+                    ) from None
+                plan = next(p for p in missing if p.target_topic == name)
+                msg = f"created {name} on {self.flow.target} ({plan.partitions} partitions, replication factor {self.flow.replication_factor}, configs {configs.get(plan.source_topic, {})})"
+                log.info(msg)
+                changes.append(msg)
+        grow = []
+        for p in plans:
+            tmd = existing.get(p.target_topic)
+            if tmd is not None and len(tmd.partitions) < p.partitions:
+                grow.append(NewPartitions(p.target_topic, p.partitions))
+        if grow:
+            for name, fut in self.target_admin.create_partitions(grow).items():
+                _result(fut, f"growing partitions of {name}", self.flow.target)
+                msg = f"grew {name} on {self.flow.target} to {next(g.new_total_count for g in grow if g.topic == name)} partitions"
+                log.info(msg)
+                changes.append(msg)
+        return changes
+
+
+def ensure_internal_topic(admin, cluster: str, name: str, replication_factor: int) -> None:
+    """A single-partition compacted internal topic (offset-syncs, checkpoints, heartbeats)."""
+    from confluent_kafka.admin import NewTopic
+
+    if name in admin.list_topics(timeout=30).topics:
+        return
+    fut = admin.create_topics([NewTopic(name, 1, replication_factor, config={"cleanup.policy": "compact"})])[name]
+    try:
+        fut.result(60)
+        log.info("created internal topic %s on %s", name, cluster)
+    except Exception as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise ClusterError(f"cannot create internal topic {name}: {exc}", cluster=cluster, topic=name) from None

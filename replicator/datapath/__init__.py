@@ -1,0 +1,1 @@
+"""The Spark data path: Spark Kafka source -> Python writer on confluent-kafka -> offset-syncs."""

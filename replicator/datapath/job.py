@@ -1,0 +1,101 @@
+"""The replicator job: every enabled flow of one mm2.properties in one Spark app.
+
+Lifecycle in one place: build the Spark session, prepare each flow (internal
+topics, mirror topics before records), start one streaming query per flow, run
+the control-plane loops (heartbeats, topic refresh) on driver threads, and stop
+everything cleanly on SIGTERM / Ctrl-C — the running batch is abandoned (it will
+be replayed from the checkpoint: duplicates, never loss) and the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from replicator.control.heartbeats import HeartbeatEmitter
+from replicator.datapath.flow import FlowReplicator
+from replicator.errors import ConfigError, SparkmirrorError
+
+log = logging.getLogger("sparkmirror.replicate")
+
+
+class ReplicatorJob:
+    def __init__(self, config, checkpoint_dir: Path, master: str | None = None,
+                 max_records_per_batch: int | None = None, ui: bool = False) -> None:
+        self.config = config
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.master = master
+        self.max_records_per_batch = max_records_per_batch
+        self.ui = ui
+        self.stop_event = threading.Event()
+        self.flows: list[FlowReplicator] = []
+        self.threads: list[threading.Thread] = []
+        self.spark = None
+
+    def _install_signal_handlers(self) -> None:
+        def handler(signum, _frame):
+            log.info("received %s: stopping after abandoning the running batch", signal.Signals(signum).name)
+            self.stop_event.set()
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
+            signal.signal(signal.SIGINT, handler)
+
+    def _thread(self, name: str, target, *args) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def _refresh_loop(self, flow: FlowReplicator) -> None:
+        interval = float(flow.flow.refresh_topics_interval_seconds)
+        while not self.stop_event.wait(interval):
+            try:
+                if flow.refresh_topics():
+                    flow.restart_query()
+            except SparkmirrorError as exc:
+                log.error("flow %s: topic refresh failed: %s", flow.name, exc)
+            except Exception as exc:  # keep refreshing; the next round may succeed
+                log.error("flow %s: topic refresh failed: %r", flow.name, exc)
+
+    def run(self) -> int:
+        enabled = self.config.enabled_flows()
+        if not enabled:
+            raise ConfigError("no flow is enabled", file=self.config.path,
+                              hint="add a line like 'A->B.enabled = true'")
+        self._install_signal_handlers()
+        from replicator.datapath.spark import build_session
+
+        self.spark = build_session(self.master, ui=self.ui)
+        try:
+            for f in enabled:
+                fr = FlowReplicator(self.config, f, self.spark, self.checkpoint_dir, self.max_records_per_batch)
+                fr.ensure_internal_topics()
+                fr.refresh_topics()
+                self.flows.append(fr)
+            for f in self.config.flows:
+                if f.emit_heartbeats_enabled:
+                    self._thread(f"heartbeats {f.source}->{f.target}", HeartbeatEmitter(self.config, f).run,
+                                 self.stop_event)
+            for fr in self.flows:
+                fr.start_query()
+                if fr.flow.refresh_topics_enabled:
+                    self._thread(f"refresh {fr.name}", self._refresh_loop, fr)
+            while not self.stop_event.wait(0.5):
+                for fr in self.flows:
+                    fr.check_query()
+            return 0
+        finally:
+            for fr in self.flows:
+                fr.stop_query()
+            self.stop_event.set()
+            for t in self.threads:
+                t.join(10)
+            for fr in self.flows:
+                log.info("summary: %s", fr.summary())
+            try:
+                self.spark.stop()
+            except Exception:
+                pass

@@ -1,0 +1,205 @@
+"""The executor side of the data path: write one Spark partition to the target.
+
+Spark's Kafka source gives one Spark partition per Kafka topic-partition, rows in
+offset order. ``MirrorWriter`` produces every row with confluent-kafka to the
+renamed topic, same partition, same key, value, headers (order and repeats kept)
+and the same timestamp, and learns from the delivery reports where each record
+landed. It returns those placements as *runs* — stretches where both the
+upstream and the downstream offsets are consecutive — so a contiguous batch of a
+million records comes back to the driver as one row, and the driver derives the
+exact MM2 offset-syncs from them.
+
+Any delivery error stops the batch with an error naming cluster, topic,
+partition and offset: a record is never skipped. The batch is then not committed
+and will be replayed (at-least-once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR"
+
+RUN_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("upstream_start", pa.int64()),
+        ("downstream_start", pa.int64()),
+        ("records", pa.int64()),
+        ("bytes", pa.int64()),
+        ("max_latency_ms", pa.int64()),
+        ("min_timestamp_ms", pa.int64()),
+    ]
+)
+RUN_SCHEMA_DDL = (
+    "topic string, partition int, upstream_start long, downstream_start long, records long, "
+    "bytes long, max_latency_ms long, min_timestamp_ms long"
+)
+
+# One producer per Python worker and target configuration: Spark reuses its
+# Python workers across tasks and batches, and a producer's connections and
+# metadata are worth keeping.
+_PRODUCERS: dict[tuple, object] = {}
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """Everything an executor needs; small and picklable (shipped with the task)."""
+
+    source_alias: str
+    target_alias: str
+    producer_config: tuple[tuple[str, str], ...]  # librdkafka settings for the target
+    topic_map: tuple[tuple[str, str], ...]  # source topic -> target topic
+
+
+class _Run:
+    __slots__ = ("topic", "partition", "u0", "d0", "n", "bytes", "max_latency", "min_ts")
+
+    def __init__(self, topic: str, partition: int, u0: int, d0: int) -> None:
+        self.topic, self.partition, self.u0, self.d0 = topic, partition, u0, d0
+        self.n = 0
+        self.bytes = 0
+        self.max_latency = 0
+        self.min_ts = None
+
+
+class _Placements:
+    """Turns in-order delivery reports into runs and remembers the first error."""
+
+    def __init__(self) -> None:
+        # per target (topic, partition): upstream (source topic, partition, offset, ts, size) in produce order
+        self.queued: dict[tuple[str, int], deque] = {}
+        self.runs: list[_Run] = []
+        self.current: dict[tuple[str, int], _Run] = {}
+        self.error: str | None = None
+        self.delivered = 0
+
+    def on_delivery(self, err, msg) -> None:
+        key = (msg.topic(), msg.partition())
+        src_topic, src_partition, upstream, ts, size = self.queued[key].popleft()
+        if err is not None:
+            if self.error is None:
+                self.error = (
+                    f"{ERROR_MARKER}: the target rejected a record: {err.str()} "
+                    f"(source topic {src_topic} partition {src_partition} offset {upstream} -> "
+                    f"target topic {msg.topic()} partition {msg.partition()}, {size} bytes)"
+                )
+            return
+        downstream = msg.offset()
+        now_ms = int(time.time() * 1000)
+        run = self.current.get(key)
+        if run is None or upstream != run.u0 + run.n or downstream != run.d0 + run.n:
+            run = _Run(src_topic, src_partition, upstream, downstream)
+            self.current[key] = run
+            self.runs.append(run)
+        run.n += 1
+        run.bytes += size
+        latency = now_ms - ts
+        if latency > run.max_latency:
+            run.max_latency = latency
+        if run.min_ts is None or ts < run.min_ts:
+            run.min_ts = ts
+        self.delivered += 1
+
+
+def _producer(spec: WriterSpec):
+    from confluent_kafka import Producer
+
+    key = spec.producer_config
+    producer = _PRODUCERS.get(key)
+    if producer is None:
+        conf = dict(spec.producer_config)
+        producer = Producer(conf)
+        _PRODUCERS[key] = producer
+    return producer
+
+
+def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
+    """mapInArrow body: produce every row, yield the runs of where they landed."""
+    from confluent_kafka import KafkaException
+
+    topic_map = dict(spec.topic_map)
+    placements = _Placements()
+    producer = _producer(spec)
+    on_delivery = placements.on_delivery
+    queued = placements.queued
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        topics = rb.column("topic").to_pylist()
+        partitions = rb.column("partition").to_pylist()
+        offsets = rb.column("offset").to_pylist()
+        keys = rb.column("key").to_pylist()
+        values = rb.column("value").to_pylist()
+        # Kafka timestamps are milliseconds; Spark holds them as microseconds.
+        stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
+        headers = rb.column("headers").to_pylist()
+        for i in range(rb.num_rows):
+            src_topic = topics[i]
+            target = topic_map.get(src_topic)
+            if target is None:
+                raise RuntimeError(
+                    f"{ERROR_MARKER}: no target topic known for source topic {src_topic} "
+                    f"(cluster {spec.source_alias})"
+                )
+            partition = partitions[i]
+            ts = stamps[i] // 1000
+            hdrs = headers[i]
+            hdr_list = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
+            key, value = keys[i], values[i]
+            size = (len(key) if key else 0) + (len(value) if value else 0)
+            q = queued.get((target, partition))
+            if q is None:
+                q = queued[(target, partition)] = deque()
+            q.append((src_topic, partition, offsets[i], ts, size))
+            while True:
+                try:
+                    producer.produce(
+                        target, value=value, key=key, partition=partition, timestamp=ts,
+                        headers=hdr_list, on_delivery=on_delivery,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException as exc:
+                    q.pop()
+                    raise RuntimeError(
+                        f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
+                        f"{spec.source_alias} topic {src_topic} partition {partition} offset {offsets[i]} -> "
+                        f"cluster {spec.target_alias} topic {target}, {size} bytes)"
+                    ) from None
+            producer.poll(0)
+            if placements.error:
+                break
+        if placements.error:
+            break
+    remaining = producer.flush(300)
+    if placements.error or remaining:
+        # An idempotent producer that saw a delivery error may be fenced; start afresh.
+        _PRODUCERS.pop(spec.producer_config, None)
+    if placements.error:
+        raise RuntimeError(placements.error + f" (target cluster {spec.target_alias})")
+    if remaining:
+        raise RuntimeError(
+            f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {spec.target_alias} "
+            "within 300 s; the batch will be replayed"
+        )
+    rows = placements.runs
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.topic for r in rows], pa.string()),
+            pa.array([r.partition for r in rows], pa.int32()),
+            pa.array([r.u0 for r in rows], pa.int64()),
+            pa.array([r.d0 for r in rows], pa.int64()),
+            pa.array([r.n for r in rows], pa.int64()),
+            pa.array([r.bytes for r in rows], pa.int64()),
+            pa.array([r.max_latency for r in rows], pa.int64()),
+            pa.array([r.min_ts if r.min_ts is not None else 0 for r in rows], pa.int64()),
+        ],
+        schema=RUN_SCHEMA,
+    )
