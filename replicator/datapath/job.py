@@ -60,6 +60,16 @@ class ReplicatorJob:
             except Exception as exc:  # keep refreshing; the next round may succeed
                 log.error("flow %s: topic refresh failed: %r", flow.name, exc)
 
+    def _start_control_plane(self, fr: FlowReplicator) -> None:
+        """Checkpoints, group offset sync, topic config and ACL sync (replicator.control.plane)."""
+        try:
+            from replicator.control.plane import start_control_loops
+        except ModuleNotFoundError as exc:
+            if exc.name != "replicator.control.plane":
+                raise
+            return
+        start_control_loops(self.config, fr, self.stop_event, self._thread)
+
     def run(self) -> int:
         enabled = self.config.enabled_flows()
         if not enabled:
@@ -83,6 +93,7 @@ class ReplicatorJob:
                 fr.start_query()
                 if fr.flow.refresh_topics_enabled:
                     self._thread(f"refresh {fr.name}", self._refresh_loop, fr)
+                self._start_control_plane(fr)
             while not self.stop_event.wait(0.5):
                 for fr in self.flows:
                     fr.check_query()
