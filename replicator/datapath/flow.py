@@ -78,6 +78,7 @@ class FlowReplicator:
         self.query = None
         self.stats = FlowStats()
         self.failure: str | None = None
+        self.stopping = False
         self._lock = threading.Lock()
         self._source_options = self._spark_source_options()
 
@@ -125,6 +126,7 @@ class FlowReplicator:
         return WriterSpec(self.flow.source, self.flow.target, tuple(sorted(merged.items())), topic_map)
 
     def start_query(self) -> None:
+        self.stopping = False
         if not self.assignment:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return
@@ -156,6 +158,7 @@ class FlowReplicator:
                  len(self.assignment), sum(self.assignment.values()), self.flow.target, self.checkpoint_dir)
 
     def stop_query(self) -> None:
+        self.stopping = True
         q, self.query = self.query, None
         if q is not None:
             try:
@@ -186,6 +189,22 @@ class FlowReplicator:
 
     # -- one micro-batch (runs on the driver, inside Spark's foreachBatch) ---------------
     def _on_batch(self, writer_fn, df, batch_id: int) -> None:
+        try:
+            self._write_batch(writer_fn, df, batch_id)
+        except Exception as exc:
+            # Re-raise with one short line: Spark wraps and pattern-matches the message of a
+            # failed foreachBatch, and a multi-page py4j traceback makes that overflow.
+            # Raising (never returning) keeps the batch uncommitted: it will be replayed.
+            text = str(exc)
+            idx = text.find(ERROR_MARKER)
+            if idx >= 0:
+                raise RuntimeError(text[idx:].splitlines()[0]) from None
+            if self.stopping:
+                raise RuntimeError("batch abandoned: the query is stopping") from None
+            first = next((l for l in text.splitlines() if l.strip()), repr(exc))
+            raise RuntimeError(f"batch {batch_id} failed: {first[:500]}") from None
+
+    def _write_batch(self, writer_fn, df, batch_id: int) -> None:
         started = time.monotonic()
         runs = df.mapInArrow(writer_fn, RUN_SCHEMA_DDL).toArrow().to_pylist()
         runs.sort(key=lambda r: (r["topic"], r["partition"], r["upstream_start"]))

@@ -80,15 +80,20 @@ class ReplicatorJob:
 
         self.spark = build_session(self.master, ui=self.ui)
         try:
+            # Heartbeats topics first, so the flows' first topic discovery already sees them.
+            emitters = [HeartbeatEmitter(self.config, f) for f in self.config.flows if f.emit_heartbeats_enabled]
+            for em in emitters:
+                try:
+                    em.prepare()
+                except SparkmirrorError as exc:
+                    log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
             for f in enabled:
                 fr = FlowReplicator(self.config, f, self.spark, self.checkpoint_dir, self.max_records_per_batch)
                 fr.ensure_internal_topics()
                 fr.refresh_topics()
                 self.flows.append(fr)
-            for f in self.config.flows:
-                if f.emit_heartbeats_enabled:
-                    self._thread(f"heartbeats {f.source}->{f.target}", HeartbeatEmitter(self.config, f).run,
-                                 self.stop_event)
+            for em in emitters:
+                self._thread(f"heartbeats {em.flow.source}->{em.flow.target}", em.run, self.stop_event)
             for fr in self.flows:
                 fr.start_query()
                 if fr.flow.refresh_topics_enabled:
