@@ -1,0 +1,184 @@
+"""One cluster's Kafka clients and the threads that call them; reachability.
+
+confluent-kafka calls block, so each cluster gets its own small thread pool:
+a cluster that hangs (a closed port, a firewall that drops packets) fills only
+its own threads, and every await on it is bounded by the request timeout.
+The outcome of every call feeds the cluster's reachability in the state, and
+``HealthCollector`` asks a cheap question (DescribeCluster) on its own cadence so
+that a cluster with nothing else to read still shows up or down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from monitor.state import MonitorState
+
+log = logging.getLogger(__name__)
+
+
+class ClusterUnavailable(Exception):
+    """A request to a cluster failed or timed out (already recorded in the state)."""
+
+
+class _LibrdkafkaLog:
+    """librdkafka's own log lines (connection refused every backoff...) at DEBUG only.
+
+    Reachability is reported in /api/status and ``sparkmirror_cluster_up``;
+    repeating it on stderr every few seconds helps nobody.
+    """
+
+    def __init__(self, alias: str) -> None:
+        self._log = logging.getLogger(f"monitor.librdkafka.{alias}")
+
+    def log(self, _level: int, fmt: str, *args: Any) -> None:
+        self._log.debug(fmt, *args)
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args:
+        err = exc.args[0]
+        return getattr(err, "str", lambda: str(err))()
+    if isinstance(exc, TimeoutError) or type(exc).__name__ == "TimeoutError":
+        return "request timed out"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ClusterClient:
+    """The monitor's clients of one cluster: an AdminClient, consumers on demand, and their threads."""
+
+    def __init__(self, alias: str, admin_config: dict[str, str], consumer_config: dict[str, str],
+                 state: MonitorState, timeout: float = 10.0, workers: int = 4) -> None:
+        self.alias = alias
+        self.state = state
+        self.timeout = timeout
+        self._logger = _LibrdkafkaLog(alias)
+        self._admin_config = {**admin_config, "logger": self._logger,
+                              "socket.timeout.ms": int(timeout * 1000)}
+        self._consumer_config = {
+            **consumer_config,
+            "logger": self._logger,
+            # The monitor only ever assigns partitions with explicit offsets: it never
+            # joins a group and never commits (nothing in monitor/ writes to a cluster).
+            "group.id": f"sparkmirror-monitor-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "isolation.level": "read_uncommitted",
+        }
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"monitor-{alias}")
+        self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe")
+        self._admin: AdminClient | None = None
+
+    # --- running blocking calls -------------------------------------------------
+    async def call(self, fn: Callable[..., Any], *args: Any, probe: bool = False) -> Any:
+        """Run ``fn(*args)`` in this cluster's threads; record reachability from the outcome."""
+        loop = asyncio.get_running_loop()
+        executor = self._probe_executor if probe else self._executor
+        try:
+            result = await loop.run_in_executor(executor, fn, *args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            message = describe(exc)
+            was_up = self.state.clusters[self.alias].up
+            self.state.cluster_failed(self.alias, message)
+            if was_up is not False:
+                log.warning("cluster %s unreachable: %s", self.alias, message)
+            raise ClusterUnavailable(message) from exc
+        if self.state.clusters[self.alias].up is False:
+            log.info("cluster %s reachable again", self.alias)
+        self.state.cluster_ok(self.alias)
+        return result
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._probe_executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- clients (called from this cluster's threads) ------------------------------
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._admin_config))
+        return self._admin
+
+    def consumer(self, **overrides: Any) -> Consumer:
+        return Consumer({**self._consumer_config, **overrides})
+
+    # --- blocking requests ---------------------------------------------------------
+    def describe_cluster(self) -> str:
+        result = self.admin().describe_cluster(request_timeout=self.timeout).result(self.timeout + 1)
+        return result.cluster_id
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Topic name -> partition count (topics whose metadata has no error)."""
+        md = self.admin().list_topics(timeout=self.timeout)
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+    def list_offsets(self, partitions: list[tuple[str, int]], spec: str) -> dict[tuple[str, int], int]:
+        """Earliest or latest offset of each partition, in one batched ListOffsets request."""
+        if not partitions:
+            return {}
+        make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
+        futures = self.admin().list_offsets({TopicPartition(t, p): make() for t, p in partitions},
+                                            request_timeout=self.timeout)
+        deadline = time.monotonic() + self.timeout + 1
+        out = {}
+        for tp, future in futures.items():
+            info = future.result(max(0.1, deadline - time.monotonic()))
+            out[(tp.topic, tp.partition)] = info.offset
+        return out
+
+    def source_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start, end) of each partition."""
+        starts = self.list_offsets(partitions, "earliest")
+        ends = self.list_offsets(partitions, "latest")
+        return {key: (starts[key], ends[key]) for key in partitions}
+
+    def consumer_groups(self) -> list[str]:
+        result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 1)
+        return sorted(g.group_id for g in result.valid)
+
+    def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+        """Committed offsets of each group (one OffsetFetch per group, sent together)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        admin = self.admin()
+        futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
+                                                        request_timeout=self.timeout)[g] for g in groups}
+        deadline = time.monotonic() + self.timeout + 1
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for group, future in futures.items():
+            result = future.result(max(0.1, deadline - time.monotonic()))
+            out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                          if tp.error is None and tp.offset >= 0}
+        return out
+
+
+class HealthCollector:
+    """Asks every cluster DescribeCluster each interval: reachability even when idle."""
+
+    name = "health"
+
+    def __init__(self, clients: dict[str, ClusterClient], interval: float) -> None:
+        self.clients = clients
+        self.interval = interval
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._loop(c) for c in self.clients.values()))
+
+    async def _loop(self, client: ClusterClient) -> None:
+        while True:
+            try:
+                await client.call(client.describe_cluster)
+            except ClusterUnavailable:
+                pass
+            await asyncio.sleep(self.interval)

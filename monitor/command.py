@@ -1,0 +1,109 @@
+"""``sparkmirror monitor CONFIG [--listen HOST:PORT]``: the lag monitor's command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from monitor.metrics import GRANULARITIES
+from monitor.watch import DEFAULT_LISTEN, MonitorOptions, parse_listen
+from replicator.errors import ConfigError
+
+DESCRIPTION = """\
+Watch every enabled flow of an mm2.properties (sparkmirror's or an Apache
+MirrorMaker 2 deployment's: the internal topics are the same) and serve:
+
+  /metrics      Prometheus metrics (sparkmirror_*; list in monitor/metrics.py)
+  /api/status   JSON: status per flow, topic, partition and group, with reasons
+  /healthz      200 while the monitor itself evaluates (cluster trouble never fails it)
+  /             a small status page
+
+Per flow A->B it reads A.heartbeats on B (heartbeat latency and age), end
+offsets of A and B with the offset-syncs (lag in records), the first
+unreplicated source record of each lagging partition (lag in seconds, from its
+real timestamp), A.checkpoints.internal on B and the groups' committed offsets
+on A (checkpoint lag and age). It only reads: nothing is written to any cluster.
+Metrics are also pushed over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+Statuses (OK, WARN, STALL, STOP, ERR) are explained in docs/monitor-status.md.
+"""
+
+EPILOG = """\
+examples:
+  sparkmirror monitor mm2.properties
+  sparkmirror monitor mm2.properties --listen 0.0.0.0:9464 --granularity topic \\
+      --topics-exclude 'test-.*' --groups 'billing-.*,payments-.*'
+
+exit codes: 0 stopped by SIGINT/SIGTERM, 1 runtime error (e.g. port in use),
+2 usage or configuration error (printed as FILE:LINE: problem).
+"""
+
+
+def _regex_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "monitor", help="serve replication lag, heartbeats and checkpoint health for Prometheus/OTel",
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", metavar="CONFIG", help="mm2.properties (the file MM2 or sparkmirror runs with)")
+    p.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
+                   help=f"address of the HTTP server (default {DEFAULT_LISTEN}; port 0 picks a free one)")
+    p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
+                   help="refresh of end offsets, positions and seconds lag, and of the status (default 5)")
+    p.add_argument("--groups-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="refresh of consumer-group committed offsets on the sources (default 30)")
+    p.add_argument("--metadata-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="refresh of topic and partition lists (default 30)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="time limit of one request to one cluster (default 10)")
+    p.add_argument("--granularity", choices=GRANULARITIES, default="partition",
+                   help="finest metric labels: per flow, per topic, or per partition (default); "
+                        "/api/status always has partitions")
+    p.add_argument("--topics", type=_regex_list, default=[".*"], metavar="REGEX[,REGEX...]",
+                   help="watch only these source topics (on top of each flow's own filter; default all)")
+    p.add_argument("--topics-exclude", type=_regex_list, default=[], metavar="REGEX[,REGEX...]",
+                   help="never watch these source topics")
+    p.add_argument("--groups", type=_regex_list, default=[".*"], metavar="REGEX[,REGEX...]",
+                   help="watch checkpoints of only these groups (on top of each flow's group filter)")
+    p.add_argument("--groups-exclude", type=_regex_list, default=[], metavar="REGEX[,REGEX...]",
+                   help="never watch these groups")
+    p.add_argument("--window", type=int, default=10, metavar="N",
+                   help="refreshes that must agree before a partition is STALL or lag-growing WARN (default 10)")
+    p.add_argument("--heartbeat-timeout", type=float, default=None, metavar="SECONDS",
+                   help="heartbeat age after which a flow is STOP (default 2 x emit.heartbeats.interval.seconds)")
+    p.add_argument("--checkpoint-timeout", type=float, default=None, metavar="SECONDS",
+                   help="checkpoint age after which a moving group's checkpoint is stale "
+                        "(default 2 x emit.checkpoints.interval.seconds + --groups-interval)")
+    p.add_argument("--no-seconds-lag", dest="probe", action="store_false",
+                   help="do not read source records to measure lag in seconds")
+    p.set_defaults(func=run)
+
+
+def options_from_args(args: argparse.Namespace) -> MonitorOptions:
+    from replicator.model.filters import GroupFilter, TopicFilter
+
+    host, port = parse_listen(args.listen)
+    for name in ("interval", "groups_interval", "metadata_interval", "timeout"):
+        if getattr(args, name) <= 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be more than 0 seconds")
+    if args.window < 2:
+        raise ConfigError("--window must be at least 2")
+    return MonitorOptions(
+        host=host, port=port, interval=args.interval, groups_interval=args.groups_interval,
+        metadata_interval=args.metadata_interval, timeout=args.timeout, granularity=args.granularity,
+        window=args.window, heartbeat_timeout=args.heartbeat_timeout, checkpoint_timeout=args.checkpoint_timeout,
+        probe_lag_seconds=args.probe,
+        topic_filter=TopicFilter(args.topics, args.topics_exclude),
+        group_filter=GroupFilter(args.groups, args.groups_exclude),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor.service import MonitorService
+    from replicator.model.config import load_config
+
+    options = options_from_args(args)
+    service = MonitorService(load_config(args.config), options)
+    asyncio.run(service.run_until_stopped())
+    return 0

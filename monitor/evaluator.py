@@ -1,0 +1,360 @@
+"""Turns the collected state into statuses and numbers: the monitor's evaluator stage.
+
+Pure logic: ``evaluate(state, now, settings)`` reads a MonitorState and returns
+an Evaluation; it performs no I/O and changes nothing, so it is unit-tested
+with hand-built states. The exporters only ever read an Evaluation.
+
+The rules are Burrow's, adapted to replication (the partition's *replicated
+position* plays the consumer offset) and documented for users in
+docs/monitor-status.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from monitor import lag as lagmath
+from monitor.metrics import STATUS_CODES, STATUSES
+from monitor.state import FlowState, MonitorState, PartitionState
+
+OK, WARN, STALL, STOP, ERR = STATUSES
+
+
+def worst(statuses) -> str:
+    return max(statuses, key=STATUS_CODES.__getitem__, default=OK)
+
+
+@dataclass(frozen=True)
+class EvaluatorSettings:
+    window: int = 10                         # samples that must agree for STALL / lag-growing WARN
+    heartbeat_timeout: float | None = None   # default 2 x heartbeat interval
+    checkpoint_timeout: float | None = None  # default 2 x checkpoint interval + groups_interval
+    groups_interval: float = 30.0
+    granularity: str = "partition"
+
+
+@dataclass
+class PartitionResult:
+    topic: str
+    partition: int
+    target_topic: str
+    status: str
+    reasons: list[str]
+    source_start: int | None
+    source_end: int | None
+    target_end: int | None
+    position: int | None
+    position_basis: str
+    lag_records: int | None
+    lag_seconds: float | None
+    oldest_unreplicated_timestamp_ms: int | None
+    lost_records: int
+    read_at: float | None
+
+
+@dataclass
+class TopicResult:
+    topic: str
+    target_topic: str
+    status: str
+    partitions: int
+    lag_records: int | None
+    lag_seconds: float | None
+    lost_total: int
+
+
+@dataclass
+class GroupPartitionResult:
+    topic: str
+    target_topic: str
+    partition: int
+    state: str  # ok | stale | missing | pending | no-commit
+    committed: int | None
+    checkpoint_upstream: int | None
+    checkpoint_downstream: int | None
+    translated: int | None
+    lag_records: int | None
+    age_seconds: float | None
+
+
+@dataclass
+class GroupResult:
+    group: str
+    status: str
+    reasons: list[str]
+    lag_records: int
+    age_seconds: float
+    missing: int
+    partitions: list[GroupPartitionResult]
+
+
+@dataclass
+class HeartbeatResult:
+    topic: str
+    expected: bool
+    timeout_seconds: float
+    age_seconds: float | None
+    last_timestamp_ms: int | None
+    received_total: int
+    bucket_counts: list[int]
+    latency_sum: float
+    latency_count: int
+    last_latency_seconds: float | None
+    stopped: bool
+
+
+@dataclass
+class FlowResult:
+    name: str
+    source: str
+    target: str
+    status: str
+    reasons: list[str]
+    replicator_up: bool
+    heartbeat: HeartbeatResult
+    offset_sync_age_seconds: float | None
+    offset_syncs_total: int
+    lag_records: int | None
+    lag_seconds: float | None
+    replicated_total: int
+    source_total: int
+    probes_total: int
+    lost_total: dict[str, int]
+    partitions_by_status: dict[str, int]
+    partitions: list[PartitionResult]
+    topics: list[TopicResult]
+    groups: list[GroupResult]
+    collector_seconds: dict[str, float]
+
+
+@dataclass
+class ClusterResult:
+    alias: str
+    up: bool | None
+    error: str | None
+    last_ok_at: float | None
+    errors_total: int
+
+
+@dataclass
+class Evaluation:
+    generated_at: float
+    started_at: float
+    status: str
+    flows: list[FlowResult]
+    clusters: list[ClusterResult]
+    decode_errors: dict[tuple[str, str, str], int]
+    granularity: str = "partition"
+    duration_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings()) -> Evaluation:
+    flows = [_flow(state, fs, now, settings) for fs in state.flows.values()]
+    clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
+    return Evaluation(now, state.started_at, worst(f.status for f in flows), flows, clusters,
+                      dict(state.decode_errors), settings.granularity)
+
+
+# --- partitions ----------------------------------------------------------------
+
+def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str,
+               settings: EvaluatorSettings) -> PartitionResult:
+    position = part.position.offset
+    lag = lagmath.records_lag(position, part.source_start, part.source_end)
+    lag_seconds: float | None = None
+    oldest_ms = None
+    probe = part.probe
+    if lag == 0:
+        lag_seconds = 0.0
+    elif lag is not None and probe is not None and probe.position == position:
+        if probe.offset is None:
+            # Nothing but markers or compacted-away offsets past the position: caught up.
+            if probe.source_end >= (part.source_end or 0):
+                lag, lag_seconds = 0, 0.0
+        else:
+            lag = max(0, part.source_end - probe.offset)
+            oldest_ms = probe.timestamp_ms
+            lag_seconds = max(0.0, now - probe.timestamp_ms / 1000.0) if lag else 0.0
+    lost = lagmath.lost_range(position, part.source_start)
+    lost_records = lost[1] - lost[0] if lost else 0
+
+    reasons: list[str] = []
+    window = list(part.window)
+    full = len(window) >= max(2, settings.window)
+    if lost_records:
+        status = ERR
+        reasons.append(f"{lost_records} source records were deleted (retention or deleteRecords) before "
+                       f"they were replicated: log start {part.source_start} > replicated position {position}")
+    elif lag is None:
+        status = WARN
+        reasons.append(_UNKNOWN_REASONS.get(part.position.basis, part.position.basis))
+    elif lag == 0:
+        status = OK
+    elif stopped:
+        status = STOP
+        reasons.append(f"{lag} records to copy and {stop_reason}")
+    elif full and all(s.position == position and s.lag for s in window):
+        status = STALL
+        reasons.append(f"replicated position {position} unchanged for {window[-1].at - window[0].at:.0f}s "
+                       f"({len(window)} refreshes) with {lag} records to copy")
+    elif full and all(s.lag is not None for s in window) and window[-1].lag > window[0].lag and all(
+            b.lag >= a.lag for a, b in zip(window, window[1:])):
+        status = WARN
+        reasons.append(f"lag grew in each of the last {len(window)} refreshes "
+                       f"({window[0].lag} -> {window[-1].lag} records)")
+    else:
+        status = OK
+    return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
+                           part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
+                           oldest_ms, lost_records, part.read_at)
+
+
+_UNKNOWN_REASONS = {
+    lagmath.UNKNOWN_NO_SYNC: "the mirror partition has records but no offset-sync says which source "
+                             "offsets they are (offset-syncs topic missing, unreadable or elsewhere?)",
+    lagmath.UNKNOWN_SYNC_AHEAD: "the newest offset-sync points past the end of the mirror partition "
+                                "(mirror topic truncated or re-created?)",
+    lagmath.UNKNOWN_NO_OFFSETS: "end offsets not read yet",
+}
+
+
+def _topics(partitions: list[PartitionResult], lost_total: dict[str, int]) -> list[TopicResult]:
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for p in partitions:
+        by_topic.setdefault(p.topic, []).append(p)
+    out = []
+    for topic, parts in sorted(by_topic.items()):
+        lags = [p.lag_records for p in parts if p.lag_records is not None]
+        secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+        out.append(TopicResult(topic, parts[0].target_topic, worst(p.status for p in parts), len(parts),
+                               sum(lags) if lags else None, max(secs) if secs else None,
+                               lost_total.get(topic, 0)))
+    return out
+
+
+# --- checkpoints -----------------------------------------------------------------
+
+def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
+    source_of = {p.target_topic: p.topic for p in fs.partitions.values()}
+    by_group: dict[str, dict[tuple[str, int], object]] = {}
+    for (group, target_topic, partition), record in fs.checkpoints.items():
+        topic = source_of.get(target_topic)
+        if topic is not None:
+            by_group.setdefault(group, {})[(topic, partition)] = record
+    results = []
+    for group in sorted(set(by_group) | set(fs.group_offsets)):
+        committed = fs.group_offsets.get(group, {})
+        cps = by_group.get(group, {})
+        parts = []
+        for topic, partition in sorted(set(committed) | set(cps)):
+            c = committed.get((topic, partition))
+            record = cps.get((topic, partition))
+            target_topic = fs.partitions[(topic, partition)].target_topic if (topic, partition) in fs.partitions \
+                else fs.watch.remote_topic(topic)
+            translated = fs.sync_store.translate(topic, partition, c) if c is not None else None
+            if record is not None:
+                cp = record.checkpoint
+                age = max(0.0, now - record.timestamp_ms / 1000.0)
+                if c is None:
+                    parts.append(GroupPartitionResult(topic, target_topic, partition, "no-commit", None,
+                                                      cp.upstream_offset, cp.downstream_offset, None, None, age))
+                    continue
+                lag = max(0, translated - cp.downstream_offset) if translated is not None \
+                    else max(0, c - cp.upstream_offset)
+                stale = c > cp.upstream_offset and lag > 0 and age > timeout
+                parts.append(GroupPartitionResult(topic, target_topic, partition, "stale" if stale else "ok", c,
+                                                  cp.upstream_offset, cp.downstream_offset, translated, lag, age))
+            else:
+                seen_for = now - fs.group_first_seen.get(group, now)
+                state = "missing" if translated is not None and seen_for > timeout else "pending"
+                parts.append(GroupPartitionResult(topic, target_topic, partition, state, c, None, None,
+                                                  translated, None, None))
+        stale = [p for p in parts if p.state == "stale"]
+        missing = [p for p in parts if p.state == "missing"]
+        reasons = []
+        if stale:
+            reasons.append(f"{len(stale)} checkpoints older than {timeout:.0f}s while the group moved on "
+                           f"(checkpoints stopped?)")
+        if missing:
+            reasons.append(f"{len(missing)} partitions with a committed offset have no checkpoint: the group "
+                           f"cannot fail over there")
+        behind = [p.age_seconds for p in parts if p.lag_records and p.age_seconds is not None]
+        results.append(GroupResult(group, WARN if reasons else OK, reasons,
+                                   sum(p.lag_records or 0 for p in parts), max(behind, default=0.0),
+                                   len(missing), parts))
+    return results
+
+
+# --- flows -------------------------------------------------------------------------
+
+def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings) -> FlowResult:
+    w = fs.watch
+    reasons: list[str] = []
+    statuses = [OK]
+    for alias in dict.fromkeys((w.source, w.target, w.offset_syncs_cluster)):
+        health = state.clusters.get(alias)
+        if health is not None and health.up is False:
+            statuses.append(ERR)
+            reasons.append(f"cluster {alias} unreachable: {health.error}; figures below are from the last "
+                           f"successful read")
+
+    hb = fs.heartbeat
+    timeout = settings.heartbeat_timeout or 2.0 * w.heartbeat_interval
+    age = max(0.0, now - hb.newest_ms / 1000.0) if hb.newest_ms is not None else None
+    stopped = False
+    stop_reason = ""
+    if w.heartbeats_expected:
+        if age is not None and age > timeout:
+            stopped, stop_reason = True, f"no heartbeat in {w.heartbeats_topic} on {w.target} for {age:.1f}s " \
+                                         f"(timeout {timeout:g}s)"
+        elif age is None and now - fs.started_at > timeout:
+            stopped, stop_reason = True, f"no heartbeat seen in {w.heartbeats_topic} on {w.target} " \
+                                         f"since the monitor started {now - fs.started_at:.0f}s ago"
+    if stopped:
+        statuses.append(STOP)
+        reasons.append(f"replication stopped: {stop_reason}")
+    heartbeat = HeartbeatResult(w.heartbeats_topic, w.heartbeats_expected, timeout, age, hb.newest_ms,
+                                hb.received_total, list(hb.bucket_counts), hb.latency_sum, hb.latency_count,
+                                hb.last_latency, stopped)
+
+    partitions = [_partition(p, now, stopped, stop_reason, settings)
+                  for _, p in sorted(fs.partitions.items())]
+    by_status = {s: 0 for s in STATUSES}
+    for p in partitions:
+        by_status[p.status] += 1
+    if by_status[ERR]:
+        statuses.append(ERR)
+        reasons.append(f"{by_status[ERR]} partitions lost records to retention before replication")
+    if by_status[STALL]:
+        statuses.append(STALL)
+        reasons.append(f"{by_status[STALL]} partitions stalled with lag")
+    if by_status[WARN]:
+        statuses.append(WARN)
+        reasons.append(f"{by_status[WARN]} partitions with growing or unknown lag")
+    if fs.partitions_read_at is not None and not partitions:
+        statuses.append(WARN)
+        reasons.append("no source topic matches the flow's topic filter and the monitor's allow/deny lists")
+
+    cp_timeout = settings.checkpoint_timeout or (2.0 * w.checkpoint_interval + settings.groups_interval)
+    groups = _groups(fs, now, cp_timeout) if w.checkpoints_enabled else []
+    warn_groups = [g.group for g in groups if g.status != OK]
+    if warn_groups:
+        statuses.append(WARN)
+        reasons.append(f"checkpoints behind or missing for groups: {', '.join(warn_groups[:5])}"
+                       + (" ..." if len(warn_groups) > 5 else ""))
+
+    lags = [p.lag_records for p in partitions if p.lag_records is not None]
+    secs = [p.lag_seconds for p in partitions if p.lag_seconds is not None]
+    moved = any(len(p.window) >= 2 and p.window[-1].position != p.window[0].position
+                for p in fs.partitions.values())
+    if w.heartbeats_expected:
+        replicator_up = not stopped
+    else:
+        replicator_up = moved or (bool(lags) and sum(lags) == 0)
+    sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
+    return FlowResult(
+        w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
+        fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
+        fs.source_total, fs.probes_total, dict(fs.lost_total), by_status, partitions,
+        _topics(partitions, fs.lost_total), groups, dict(fs.collector_seconds))

@@ -1,0 +1,1 @@
+"""Exporters: Prometheus, OpenTelemetry and the HTTP API. They only read Evaluations."""

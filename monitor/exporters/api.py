@@ -1,0 +1,86 @@
+"""The /api/status document: an Evaluation as JSON.
+
+By default a flow lists its topics, its groups, every partition that is not OK
+and the ``top`` partitions with the most seconds (then records) of lag; with
+``detail=partitions`` it lists every partition. Numbers keep their units in
+their names (``_seconds``, ``_ms`` timestamps), unknown values are ``null``.
+This document is the contract of the status page at ``/`` (issue 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from monitor.evaluator import Evaluation, FlowResult, PartitionResult
+from monitor.exporters.samples import histogram
+
+SCHEMA_VERSION = 1
+
+
+def _plain(obj: Any) -> Any:
+    return dataclasses.asdict(obj)
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _partition(p: PartitionResult) -> dict[str, Any]:
+    d = _plain(p)
+    d["lag_seconds"] = _round(p.lag_seconds)
+    return d
+
+
+def _lag_key(p: PartitionResult) -> tuple[float, int]:
+    return (p.lag_seconds or 0.0, p.lag_records or 0)
+
+
+def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict[str, Any]:
+    hb = f.heartbeat
+    buckets, total = histogram(f)
+    lagging = sorted((p for p in f.partitions if p.lag_records), key=_lag_key, reverse=True)
+    doc: dict[str, Any] = {
+        "name": f.name, "source": f.source, "target": f.target,
+        "status": f.status, "reasons": f.reasons, "replicator_up": f.replicator_up,
+        "heartbeat": {
+            "topic": hb.topic, "expected": hb.expected, "timeout_seconds": hb.timeout_seconds,
+            "age_seconds": _round(hb.age_seconds), "last_timestamp_ms": hb.last_timestamp_ms,
+            "received_total": hb.received_total, "stopped": hb.stopped,
+            "latency": {"count": hb.latency_count, "sum_seconds": _round(hb.latency_sum),
+                        "last_seconds": _round(hb.last_latency_seconds),
+                        "buckets": [[le, count] for le, count in buckets]},
+        },
+        "offset_sync": {"age_seconds": _round(f.offset_sync_age_seconds), "received_total": f.offset_syncs_total},
+        "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds)},
+        "replicated_records_total": f.replicated_total, "source_records_total": f.source_total,
+        "lag_probes_total": f.probes_total,
+        "data_lost_records_total": sum(f.lost_total.values()),
+        "partitions_by_status": f.partitions_by_status,
+        "topics": [_plain(t) | {"lag_seconds": _round(t.lag_seconds)} for t in f.topics],
+        "groups": [_plain(g) for g in f.groups],
+        "top_partitions": [_partition(p) for p in lagging[:top]],
+        "collector_seconds": {k: _round(v, 4) for k, v in f.collector_seconds.items()},
+    }
+    if detail == "partitions":
+        doc["partitions"] = [_partition(p) for p in f.partitions]
+    else:
+        doc["partitions"] = [_partition(p) for p in f.partitions if p.status != "OK"]
+    return doc
+
+
+def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 10,
+                    version: str = "") -> dict[str, Any]:
+    if ev is None:
+        return {"schema": SCHEMA_VERSION, "status": None, "message": "no evaluation yet", "flows": []}
+    return {
+        "schema": SCHEMA_VERSION,
+        "generated_at": ev.generated_at,
+        "monitor": {"version": version, "started_at": ev.started_at, "granularity": ev.granularity,
+                    "evaluation_seconds": _round(ev.duration_seconds, 4)},
+        "status": ev.status,
+        "clusters": [_plain(c) for c in ev.clusters],
+        "flows": [flow_document(f, detail, top) for f in ev.flows],
+        "decode_errors": [{"cluster": c, "topic": t, "record_type": r, "count": n}
+                          for (c, t, r), n in sorted(ev.decode_errors.items())],
+    }

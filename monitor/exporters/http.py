@@ -1,0 +1,98 @@
+"""The monitor's HTTP server (aiohttp): /metrics, /api/status, /healthz and the status page at /.
+
+- ``/metrics``: Prometheus text format, rendered in a worker thread so a large
+  exposition never blocks the event loop.
+- ``/api/status``: the Evaluation as JSON (monitor.exporters.api);
+  ``?detail=partitions`` lists every partition, ``?top=N`` sizes the top list.
+  HTTP 200 whatever the replication status: the status is in the body.
+- ``/healthz``: the monitor itself: 200 while evaluations are fresh, 503 when the
+  evaluator has not run for three intervals. Cluster trouble never fails it.
+- ``/``: the status page. Hook for issue 6: a module ``monitor/exporters/page.py``
+  exposing ``async def handle(request, status: dict) -> web.Response`` replaces the
+  placeholder below (``status`` is the /api/status document).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import importlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from monitor.evaluator import Evaluation
+from monitor.exporters.api import status_document
+from monitor.exporters.prometheus import CONTENT_TYPE, render
+
+
+@dataclass
+class HttpSources:
+    """What the HTTP server reads. ``evaluation()`` returns a fresh-enough Evaluation (or None)."""
+
+    evaluation: Callable[[], Awaitable[Evaluation | None]]
+    registry: CollectorRegistry
+    healthy: Callable[[], tuple[bool, dict]]
+    version: str = ""
+
+
+def _page_module():
+    try:
+        return importlib.import_module("monitor.exporters.page")
+    except ModuleNotFoundError as exc:
+        if exc.name != "monitor.exporters.page":
+            raise
+        return None
+
+
+async def _placeholder_page(_request: web.Request, status: dict) -> web.Response:
+    rows = "".join(
+        f"<tr><td>{html.escape(f['name'])}</td><td>{html.escape(f['status'])}</td>"
+        f"<td>{f['lag']['records']}</td><td>{f['lag']['seconds']}</td>"
+        f"<td>{f['heartbeat']['age_seconds']}</td></tr>" for f in status.get("flows", []))
+    body = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>sparkmirror monitor</title></head><body>"
+        f"<h1>sparkmirror monitor: {html.escape(str(status.get('status')))}</h1>"
+        "<table border='1'><tr><th>flow</th><th>status</th><th>lag (records)</th><th>lag (s)</th>"
+        f"<th>heartbeat age (s)</th></tr>{rows}</table>"
+        "<p><a href='/metrics'>/metrics</a> · <a href='/api/status'>/api/status</a> · "
+        "<a href='/healthz'>/healthz</a></p></body></html>")
+    return web.Response(text=body, content_type="text/html")
+
+
+def build_app(sources: HttpSources) -> web.Application:
+    page = _page_module()
+    page_handler = page.handle if page is not None else _placeholder_page
+
+    async def metrics(_request: web.Request) -> web.Response:
+        await sources.evaluation()
+        body = await asyncio.to_thread(render, sources.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    async def status(request: web.Request) -> web.Response:
+        detail = request.query.get("detail", "summary")
+        try:
+            top = max(0, int(request.query.get("top", "10")))
+        except ValueError:
+            raise web.HTTPBadRequest(text="top must be a whole number") from None
+        doc = status_document(await sources.evaluation(), detail, top, sources.version)
+        return web.Response(text=json.dumps(doc, indent=None if detail == "partitions" else 1),
+                            content_type="application/json")
+
+    async def healthz(_request: web.Request) -> web.Response:
+        ok, info = sources.healthy()
+        return web.json_response({"status": "ok" if ok else "unhealthy", **info}, status=200 if ok else 503)
+
+    async def index(request: web.Request) -> web.Response:
+        doc = status_document(await sources.evaluation(), "summary", 10, sources.version)
+        return await page_handler(request, doc)
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/status", status)
+    app.router.add_get("/healthz", healthz)
+    return app

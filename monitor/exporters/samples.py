@@ -1,0 +1,96 @@
+"""Evaluation -> metric samples: the one mapping both the Prometheus and the OTel exporter use.
+
+``samples(evaluation)`` yields ``(spec, labels, value)`` for every gauge and
+counter of monitor.metrics that the granularity enables; histograms are
+exported from ``histogram(flow)``. Unknown values (no heartbeat yet, a
+position that cannot be computed) are left out rather than exported as 0 or
+NaN, so ``absent()`` and "no data" mean what they say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from monitor import metrics as m
+from monitor.evaluator import Evaluation, FlowResult
+
+Sample = tuple[m.MetricSpec, tuple[str, ...], float]
+
+
+def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
+    g = ev.granularity
+    topic_level, partition_level = g != "flow", g == "partition"
+    for c in ev.clusters:
+        if c.up is not None:
+            yield m.CLUSTER_UP, (c.alias,), 1.0 if c.up else 0.0
+        yield m.CLUSTER_ERRORS, (c.alias,), float(c.errors_total)
+    for f in ev.flows:
+        yield from _flow(f, topic_level, partition_level)
+    for (cluster, topic, record_type), count in sorted(ev.decode_errors.items()):
+        yield m.DECODE_ERRORS, (cluster, topic, record_type), float(count)
+    yield m.EVALUATION_DURATION, (), ev.duration_seconds
+    yield m.LAST_EVALUATION, (), ev.generated_at
+    yield m.MONITOR_INFO, (version, g), 1.0
+
+
+def _flow(f: FlowResult, topic_level: bool, partition_level: bool) -> Iterator[Sample]:
+    fl = (f.name,)
+    for status in m.STATUSES:
+        yield m.FLOW_STATUS, (f.name, status), 1.0 if f.status == status else 0.0
+        yield m.FLOW_PARTITIONS, (f.name, status), float(f.partitions_by_status.get(status, 0))
+    yield m.REPLICATOR_UP, fl, 1.0 if f.replicator_up else 0.0
+    hb = f.heartbeat
+    if hb.age_seconds is not None:
+        yield m.HEARTBEAT_AGE, fl, hb.age_seconds
+        yield m.HEARTBEAT_LAST_TIMESTAMP, fl, hb.last_timestamp_ms / 1000.0
+    yield m.HEARTBEATS, fl, float(hb.received_total)
+    if f.offset_sync_age_seconds is not None:
+        yield m.OFFSET_SYNC_AGE, fl, f.offset_sync_age_seconds
+    yield m.OFFSET_SYNCS, fl, float(f.offset_syncs_total)
+    if f.lag_records is not None:
+        yield m.FLOW_LAG_RECORDS, fl, float(f.lag_records)
+    if f.lag_seconds is not None:
+        yield m.FLOW_LAG_SECONDS, fl, f.lag_seconds
+    yield m.FLOW_REPLICATED_RECORDS, fl, float(f.replicated_total)
+    yield m.FLOW_SOURCE_RECORDS, fl, float(f.source_total)
+    yield m.LAG_PROBES, fl, float(f.probes_total)
+    for collector, seconds in sorted(f.collector_seconds.items()):
+        yield m.COLLECTOR_DURATION, (collector, f.name), seconds
+    if topic_level:
+        for t in f.topics:
+            labels = (f.name, t.topic)
+            yield m.DATA_LOST_RECORDS, labels, float(t.lost_total)
+            if t.lag_records is not None:
+                yield m.TOPIC_LAG_RECORDS, labels, float(t.lag_records)
+            if t.lag_seconds is not None:
+                yield m.TOPIC_LAG_SECONDS, labels, t.lag_seconds
+    if partition_level:
+        for p in f.partitions:
+            labels = (f.name, p.topic, str(p.partition))
+            yield m.PARTITION_STATUS_CODE, labels, float(m.STATUS_CODES[p.status])
+            if p.lag_records is not None:
+                yield m.PARTITION_LAG_RECORDS, labels, float(p.lag_records)
+            if p.lag_seconds is not None:
+                yield m.PARTITION_LAG_SECONDS, labels, p.lag_seconds
+    for grp in f.groups:
+        labels = (f.name, grp.group)
+        yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
+        yield m.GROUP_CHECKPOINT_LAG, labels, float(grp.lag_records)
+        yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
+        if partition_level:
+            for gp in grp.partitions:
+                gl = (f.name, grp.group, gp.topic, str(gp.partition))
+                if gp.age_seconds is not None:
+                    yield m.CHECKPOINT_AGE, gl, gp.age_seconds
+                if gp.lag_records is not None:
+                    yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
+
+
+def histogram(f: FlowResult) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative (le, count) buckets incl. +Inf, and the sum, of the flow's heartbeat latency."""
+    buckets, total = [], 0
+    bounds = [*m.LATENCY_BUCKETS, float("inf")]
+    for bound, count in zip(bounds, f.heartbeat.bucket_counts):
+        total += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), float(total)))
+    return buckets, f.heartbeat.latency_sum

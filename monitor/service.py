@@ -1,0 +1,170 @@
+"""MonitorService: the coordinator that starts and stops every stage of the monitor.
+
+One service per mm2.properties. Starting it builds, in data-flow order:
+
+1. one ClusterClient per cluster (own threads) and the HealthCollector;
+2. per enabled flow A->B: the HeartbeatCollector (tail of A.heartbeats on B),
+   the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
+   (when the flow emits checkpoints), and the EndOffsetCollector with the
+   source cluster's LagProbe;
+3. the evaluator loop, which turns the MonitorState into an Evaluation every
+   interval (and on demand when a request finds the last one older than a
+   second);
+4. the exporters: Prometheus registry, OpenTelemetry instruments, and the
+   aiohttp server.
+
+``stop()`` undoes it in reverse. Nothing here blocks the event loop: every
+Kafka call happens in a cluster's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from aiohttp import web
+
+from monitor.collectors.checkpoints import CheckpointCollector
+from monitor.collectors.cluster import ClusterClient, HealthCollector
+from monitor.collectors.groups import GroupOffsetCollector
+from monitor.collectors.heartbeats import HeartbeatCollector
+from monitor.collectors.offset_syncs import OffsetSyncCollector
+from monitor.collectors.offsets import EndOffsetCollector
+from monitor.collectors.timelag import LagProbe
+from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate
+from monitor.exporters.http import HttpSources, build_app
+from monitor.exporters.otel import OtelExporter
+from monitor.exporters.prometheus import build_registry
+from monitor.state import MonitorState
+from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
+from replicator import __version__
+from replicator.errors import SparkmirrorError
+
+log = logging.getLogger(__name__)
+
+
+class MonitorService:
+    """Everything ``sparkmirror monitor`` runs, for one parsed mm2.properties."""
+
+    def __init__(self, config, options: MonitorOptions, *, otel_readers=None) -> None:
+        self.options = options
+        self.flows = watched_flows(config)
+        aliases = list(dict.fromkeys(a for f in self.flows for a in (f.source, f.target, f.offset_syncs_cluster)))
+        # Client settings are translated now, so a config problem stops the start (exit 2).
+        self._client_configs = {a: (librdkafka_client(config, a, "admin"), librdkafka_client(config, a, "consumer"))
+                                for a in aliases}
+        self.state = MonitorState(self.flows, aliases, window=options.window)
+        self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
+                                          checkpoint_timeout=options.checkpoint_timeout,
+                                          groups_interval=options.groups_interval,
+                                          granularity=options.granularity)
+        self._evaluation: Evaluation | None = None
+        self.registry = build_registry(lambda: self._evaluation, __version__)
+        self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)
+        self.state.latency_listeners.append(self.otel.record_latency)
+        self.clients: dict[str, ClusterClient] = {}
+        self._tails: list = []
+        self._tasks: list[asyncio.Task] = []
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    # --- evaluation -------------------------------------------------------------
+    def evaluate_now(self) -> Evaluation:
+        started = time.perf_counter()
+        ev = evaluate(self.state, time.time(), self.settings)
+        ev.duration_seconds = time.perf_counter() - started
+        self._evaluation = ev
+        return ev
+
+    async def fresh_evaluation(self) -> Evaluation:
+        ev = self._evaluation
+        if ev is None or time.time() - ev.generated_at > min(1.0, self.options.interval):
+            ev = self.evaluate_now()
+        return ev
+
+    def healthy(self) -> tuple[bool, dict]:
+        ev = self._evaluation
+        age = None if ev is None else time.time() - ev.generated_at
+        ok = age is not None and age < 3 * max(self.options.interval, 1.0)
+        return ok, {"last_evaluation_age_seconds": None if age is None else round(age, 3),
+                    "uptime_seconds": round(time.time() - self.state.started_at, 3)}
+
+    async def _evaluate_loop(self) -> None:
+        while True:
+            try:
+                self.evaluate_now()
+            except Exception:
+                log.exception("evaluation failed")
+            await asyncio.sleep(self.options.interval)
+
+    # --- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        o = self.options
+        for alias, (admin, consumer) in self._client_configs.items():
+            self.clients[alias] = ClusterClient(alias, admin, consumer, self.state, timeout=o.timeout)
+        probes = {f.source: LagProbe(self.clients[f.source], self.state) for f in self.flows} \
+            if o.probe_lag_seconds else {}
+        coroutines = [HealthCollector(self.clients, o.interval).run()]
+        for f in self.flows:
+            source, target = self.clients[f.source], self.clients[f.target]
+            self._tails.append(HeartbeatCollector(f, target, self.state, loop))
+            self._tails.append(OffsetSyncCollector(f, self.clients[f.offset_syncs_cluster], self.state, loop))
+            if f.checkpoints_enabled:
+                self._tails.append(CheckpointCollector(f, target, self.state, loop, o))
+                coroutines.append(GroupOffsetCollector(f, source, self.state, o).run())
+            coroutines.append(EndOffsetCollector(f, source, target, self.state, o, probes.get(f.source)).run())
+        for tail in self._tails:
+            tail.start()
+        self.evaluate_now()
+        coroutines.append(self._evaluate_loop())
+        self._tasks = [asyncio.create_task(c) for c in coroutines]
+        await self._serve()
+        log.info("monitoring %s on http://%s:%d (/metrics, /api/status, /healthz)",
+                 ", ".join(f.name for f in self.flows), o.host, self.port)
+
+    async def _serve(self) -> None:
+        sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__)
+        self._runner = web.AppRunner(build_app(sources), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.options.host, self.options.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.stop()
+            raise SparkmirrorError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror}",
+                                   hint="choose another address with --listen HOST:PORT") from None
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await asyncio.gather(*(asyncio.to_thread(t.stop) for t in self._tails))
+        self._tails = []
+        for client in self.clients.values():
+            client.shutdown()
+        self.otel.shutdown()
+
+    async def run_until_stopped(self) -> None:
+        """Start, serve until SIGINT/SIGTERM, stop."""
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stopping.set)
+        await self.start()
+        try:
+            await stopping.wait()
+        finally:
+            log.info("stopping the monitor")
+            await self.stop()

@@ -1,0 +1,263 @@
+"""What the collectors have seen: the monitor's storage stage (Burrow's ``storage/``).
+
+Collectors write here, the evaluator reads. All writes happen on the event-loop
+thread (threads hand their results over with ``loop.call_soon_threadsafe``), so
+nothing here needs a lock. The state keeps raw facts, per-partition sample
+windows for trend rules, and the monotonic counters (heartbeats, syncs, data
+lost, replicated records) that must survive from one evaluation to the next.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from monitor import metrics
+from monitor.lag import Position, lost_range, records_lag, replicated_position
+from monitor.watch import WatchedFlow
+from replicator.model.offsets import OffsetSyncStore
+from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class ClusterHealth:
+    """Reachability of one cluster, from the outcome of every request the monitor makes."""
+
+    alias: str
+    up: bool | None = None  # None: not asked yet
+    error: str | None = None
+    last_ok_at: float | None = None
+    last_error_at: float | None = None
+    errors_total: int = 0
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    position: int | None
+    lag: int | None
+    source_end: int
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The first source record at or after ``position`` (seconds lag), read at ``read_at``.
+
+    ``offset``/``timestamp_ms`` are None when the source had no record there
+    (the partition ended first: only markers or nothing past the position).
+    """
+
+    position: int
+    offset: int | None
+    timestamp_ms: int | None
+    source_end: int
+    read_at: float
+
+
+@dataclass
+class PartitionState:
+    topic: str
+    partition: int
+    target_topic: str
+    source_start: int | None = None
+    source_end: int | None = None
+    target_end: int | None = None
+    sync: tuple[int, int] | None = None   # the sync the position was computed from
+    position: Position = Position(None, "no-offsets")
+    read_at: float | None = None
+    probe: Probe | None = None
+    lost_through: int = -1                # data loss counted up to this offset (exclusive)
+    window: deque[Sample] = field(default_factory=deque)
+
+
+@dataclass
+class HeartbeatState:
+    newest_ms: int | None = None
+    received_total: int = 0
+    last_received_at: float | None = None
+    topic_present: bool | None = None
+    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(metrics.LATENCY_BUCKETS) + 1))
+    latency_sum: float = 0.0
+    latency_count: int = 0
+    last_latency: float | None = None
+    pairs: dict[tuple[str, str], int] = field(default_factory=dict)  # (source, target) -> newest ms
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    checkpoint: Checkpoint
+    timestamp_ms: int
+
+
+@dataclass
+class FlowState:
+    watch: WatchedFlow
+    started_at: float
+    window: int = 10
+    heartbeat: HeartbeatState = field(default_factory=HeartbeatState)
+    syncs: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    sync_store: OffsetSyncStore = field(default_factory=OffsetSyncStore)
+    newest_sync_ms: int | None = None
+    syncs_total: int = 0
+    syncs_topic_present: bool | None = None
+    syncs_loaded: bool = False  # the offset-syncs topic was read to its end once (or does not exist)
+    partitions: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    partitions_read_at: float | None = None
+    checkpoints: dict[tuple[str, str, int], CheckpointRecord] = field(default_factory=dict)
+    checkpoints_topic_present: bool | None = None
+    group_offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    group_first_seen: dict[str, float] = field(default_factory=dict)
+    groups_read_at: float | None = None
+    lost_total: Counter = field(default_factory=Counter)  # topic -> offsets lost
+    replicated_total: int = 0
+    source_total: int = 0
+    probes_total: int = 0
+    collector_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OffsetsRow:
+    """End offsets of one replicated partition, read by the offsets collector.
+
+    ``sync`` is the newest offset-sync as it was *before* the target end offset
+    was read, and the target is read before the source, so the computed
+    position is never ahead of the source end it is compared with.
+    """
+
+    topic: str
+    partition: int
+    target_topic: str
+    source_start: int | None
+    source_end: int | None
+    target_end: int | None
+    sync: tuple[int, int] | None
+
+
+class MonitorState:
+    """Everything collected so far, for every cluster and flow."""
+
+    def __init__(self, flows: list[WatchedFlow], clusters: list[str], *, window: int = 10,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.started_at = clock()
+        self.clusters = {alias: ClusterHealth(alias) for alias in clusters}
+        self.flows = {f.name: FlowState(f, self.started_at, window=window) for f in flows}
+        self.decode_errors: Counter = Counter()  # (cluster, topic, record_type) -> count
+        self.latency_listeners: list[Callable[[str, float], None]] = []
+
+    # --- clusters -------------------------------------------------------------
+    def cluster_ok(self, alias: str) -> None:
+        health = self.clusters[alias]
+        health.up, health.error, health.last_ok_at = True, None, self.clock()
+
+    def cluster_failed(self, alias: str, error: str) -> None:
+        health = self.clusters[alias]
+        health.up, health.error, health.last_error_at = False, error, self.clock()
+        health.errors_total += 1
+
+    def decode_error(self, cluster: str, topic: str, record_type: str) -> bool:
+        """Count one undecodable record; True if it is the first for this topic (log it)."""
+        key = (cluster, topic, record_type)
+        self.decode_errors[key] += 1
+        return self.decode_errors[key] == 1
+
+    # --- heartbeats -------------------------------------------------------------
+    def add_heartbeat(self, flow: str, heartbeat: Heartbeat, append_time: float | None) -> None:
+        """A heartbeat read from <A>.heartbeats; ``append_time`` when it is known (else no latency sample)."""
+        hb = self.flows[flow].heartbeat
+        hb.received_total += 1
+        hb.last_received_at = self.clock()
+        hb.topic_present = True
+        if hb.newest_ms is None or heartbeat.timestamp_ms > hb.newest_ms:
+            hb.newest_ms = heartbeat.timestamp_ms
+        pair = (heartbeat.source, heartbeat.target)
+        hb.pairs[pair] = max(hb.pairs.get(pair, heartbeat.timestamp_ms), heartbeat.timestamp_ms)
+        if append_time is None:
+            return
+        latency = max(0.0, append_time - heartbeat.timestamp_ms / 1000.0)
+        hb.bucket_counts[bisect.bisect_left(metrics.LATENCY_BUCKETS, latency)] += 1
+        hb.latency_sum += latency
+        hb.latency_count += 1
+        hb.last_latency = latency
+        for listener in self.latency_listeners:
+            listener(flow, latency)
+
+    # --- offset syncs and checkpoints -------------------------------------------
+    def add_sync(self, flow: str, sync: OffsetSync, timestamp_ms: int) -> None:
+        state = self.flows[flow]
+        state.syncs[(sync.topic, sync.partition)] = (sync.upstream_offset, sync.downstream_offset)
+        state.sync_store.add(sync)
+        state.syncs_total += 1
+        state.syncs_topic_present = True
+        if state.newest_sync_ms is None or timestamp_ms > state.newest_sync_ms:
+            state.newest_sync_ms = timestamp_ms
+
+    def add_checkpoint(self, flow: str, checkpoint: Checkpoint, timestamp_ms: int) -> None:
+        state = self.flows[flow]
+        state.checkpoints_topic_present = True
+        key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
+        state.checkpoints[key] = CheckpointRecord(checkpoint, timestamp_ms)
+
+    def set_group_offsets(self, flow: str, offsets: dict[str, dict[TopicPartition, int]]) -> None:
+        state = self.flows[flow]
+        now = self.clock()
+        state.group_offsets = offsets
+        state.groups_read_at = now
+        for group in offsets:
+            state.group_first_seen.setdefault(group, now)
+        for group in list(state.group_first_seen):
+            if group not in offsets:
+                del state.group_first_seen[group]
+
+    # --- end offsets and positions ----------------------------------------------
+    def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None) -> None:
+        """One refresh of every watched partition of the flow; partitions not listed are dropped."""
+        state = self.flows[flow]
+        at = self.clock() if at is None else at
+        seen = set()
+        for row in rows:
+            key = (row.topic, row.partition)
+            seen.add(key)
+            part = state.partitions.get(key)
+            if part is None:
+                part = state.partitions[key] = PartitionState(row.topic, row.partition, row.target_topic,
+                                                              window=deque(maxlen=state.window))
+            position = replicated_position(row.sync, row.target_end, row.source_start, row.source_end)
+            if part.read_at is not None:
+                if row.source_end is not None and part.source_end is not None and row.source_end > part.source_end:
+                    state.source_total += row.source_end - part.source_end
+                old, new = part.position.offset, position.offset
+                if old is not None and new is not None and new > old:
+                    state.replicated_total += new - old
+            lost = lost_range(position.offset, row.source_start)
+            if lost is not None:
+                start = max(lost[0], part.lost_through)
+                if lost[1] > start:
+                    state.lost_total[row.topic] += lost[1] - start
+                part.lost_through = max(part.lost_through, lost[1])
+            part.target_topic = row.target_topic
+            part.source_start, part.source_end, part.target_end = row.source_start, row.source_end, row.target_end
+            part.sync, part.position, part.read_at = row.sync, position, at
+            if part.probe is not None and part.probe.position != position.offset:
+                part.probe = None
+            if row.source_end is not None:
+                part.window.append(Sample(at, position.offset, records_lag(position.offset, row.source_start, row.source_end),
+                                          row.source_end))
+        for key in [k for k in state.partitions if k not in seen]:
+            del state.partitions[key]
+        state.partitions_read_at = at
+
+    def record_probe(self, flow: str, key: TopicPartition, probe: Probe) -> None:
+        state = self.flows[flow]
+        state.probes_total += 1
+        part = state.partitions.get(key)
+        if part is not None and part.position.offset == probe.position:
+            part.probe = probe
+
+    def record_duration(self, flow: str, collector: str, seconds: float) -> None:
+        self.flows[flow].collector_seconds[collector] = seconds

@@ -1,0 +1,117 @@
+"""What the monitor watches: the flows of an mm2.properties plus the monitor's own options.
+
+The MM2 model (``replicator.model.config``) knows everything about a flow; the
+monitor needs a small, fixed subset of it (topic names, filters, intervals,
+where the offset-syncs live) and its own knobs (refresh cadence, label
+granularity, allow/deny lists). ``WatchedFlow`` is that subset, computed once
+at start, so collectors and the evaluator never re-derive names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replicator.errors import ConfigError
+from replicator.model.filters import GroupFilter, TopicFilter, replicable_topic
+from replicator.model.policy import ReplicationPolicy
+
+DEFAULT_LISTEN = "127.0.0.1:9464"
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """The monitor's own settings (command line), independent of mm2.properties."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+    interval: float = 5.0            # end offsets, positions, lag probes
+    groups_interval: float = 30.0    # consumer-group committed offsets on the source
+    metadata_interval: float = 30.0  # topic/partition discovery
+    timeout: float = 10.0            # one request to one cluster
+    granularity: str = "partition"
+    window: int = 10                 # samples per partition for trend rules (Burrow's window)
+    heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds
+    checkpoint_timeout: float | None = None  # default: 2 x emit.checkpoints.interval.seconds + groups_interval
+    probe_lag_seconds: bool = True
+    topic_filter: TopicFilter = field(default_factory=lambda: TopicFilter((".*",), ()))
+    group_filter: GroupFilter = field(default_factory=lambda: GroupFilter((".*",), ()))
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9464`` for IPv6) -> (host, port); ConfigError if malformed."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--listen {text!r} is not HOST:PORT", hint=f"for example {DEFAULT_LISTEN}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class WatchedFlow:
+    """One enabled flow A->B as the monitor sees it."""
+
+    name: str
+    source: str
+    target: str
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    group_filter: GroupFilter
+    heartbeats_topic: str          # <A>.heartbeats, read on the target
+    heartbeats_expected: bool      # some X->A pair emits heartbeats into A
+    heartbeat_interval: float      # seconds between heartbeats (the fastest such pair)
+    checkpoints_enabled: bool
+    checkpoints_topic: str         # <A>.checkpoints.internal, on the target
+    checkpoint_interval: float
+    offset_syncs_cluster: str      # alias of the cluster holding the offset-syncs topic
+    offset_syncs_topic: str
+    offset_lag_max: int
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source, topic)
+
+    def watches_topic(self, topic: str, monitor_filter: TopicFilter) -> bool:
+        """The flow replicates ``topic`` and the monitor's allow/deny lists keep it."""
+        return replicable_topic(self.policy, self.topic_filter, self.target, topic) and (
+            monitor_filter.should_replicate_topic(topic))
+
+    def watches_group(self, group: str, monitor_filter: GroupFilter) -> bool:
+        return self.group_filter.should_replicate_group(group) and monitor_filter.should_replicate_group(group)
+
+
+def watched_flows(config) -> list[WatchedFlow]:
+    """The enabled flows of an ``MM2Config``; ConfigError if there are none."""
+    flows = []
+    for flow in config.enabled_flows():
+        policy = flow.policy
+        # Heartbeats arrive in A.heartbeats from every pair X->A that emits them
+        # into A (in a one-way A->B setup: the disabled B->A pair), see MM2-REFERENCE.
+        emitters = [f for f in config.flows if f.target == flow.source and f.emit_heartbeats_enabled
+                    and f.emit_heartbeats_interval_seconds > 0]
+        hb_interval = min((f.emit_heartbeats_interval_seconds for f in emitters), default=1)
+        location = flow.offset_syncs_topic_location
+        if location == "target":
+            syncs_cluster, syncs_topic = flow.target, policy.offset_syncs_topic(flow.source)
+        else:
+            syncs_cluster, syncs_topic = flow.source, policy.offset_syncs_topic(flow.target)
+        flows.append(WatchedFlow(
+            name=flow.name, source=flow.source, target=flow.target, policy=policy,
+            topic_filter=flow.topic_filter, group_filter=flow.group_filter,
+            heartbeats_topic=policy.format_remote_topic(flow.source, policy.heartbeats_topic()),
+            heartbeats_expected=bool(emitters), heartbeat_interval=float(hb_interval),
+            checkpoints_enabled=flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0,
+            checkpoints_topic=policy.checkpoints_topic(flow.source),
+            checkpoint_interval=float(flow.emit_checkpoints_interval_seconds),
+            offset_syncs_cluster=syncs_cluster, offset_syncs_topic=syncs_topic,
+            offset_lag_max=flow.offset_lag_max,
+        ))
+    if not flows:
+        raise ConfigError("no replication flow is enabled, so there is nothing to monitor", file=config.path,
+                          hint="enable one with `A->B.enabled = true`")
+    return flows
+
+
+def librdkafka_client(config, alias: str, role: str) -> dict[str, str]:
+    """confluent-kafka settings for the monitor's ``role`` client of cluster ``alias``."""
+    from replicator.model.clients import librdkafka_config
+
+    return dict(librdkafka_config(config.client_config(alias, role), role, cluster=alias))

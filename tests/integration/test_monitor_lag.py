@@ -1,0 +1,276 @@
+"""The monitor against the real test brokers, with MM2's internal records written by the test.
+
+The test plays the replicator: it copies records into ``p<u>.<topic>`` on dr and
+writes offset-syncs, heartbeats and checkpoints in MM2's bytes, so every lag
+figure the monitor exports is known exactly. The ``heartbeats`` topic of the
+shared primary cluster is excluded with the monitor's deny list: other tests
+(and the real MM2) write to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from tests.integration.test_monitor_helpers import (RunningMonitor, partition_of, produce_raw, sample,
+                                                    write_mm2_config)
+from tests.support.kafka import create_topic
+
+pytestmark = pytest.mark.kafka
+
+
+class Flow:
+    """One synthetic flow p<u> -> d<u> between the session clusters."""
+
+    def __init__(self, clusters, tmp_path, unique, partitions: int = 1, extra: dict | None = None) -> None:
+        self.primary, self.dr = clusters.primary.bootstrap, clusters.dr.bootstrap
+        self.src, self.dst = f"p{unique}", f"d{unique}"
+        self.name = f"{self.src}->{self.dst}"
+        self.topic = f"orders-{unique}"
+        self.remote = f"{self.src}.{self.topic}"
+        self.heartbeats = f"{self.src}.heartbeats"
+        self.syncs = f"mm2-offset-syncs.{self.dst}.internal"
+        self.checkpoints = f"{self.src}.checkpoints.internal"
+        create_topic(self.primary, self.topic, partitions)
+        create_topic(self.dr, self.remote, partitions)
+        create_topic(self.dr, self.heartbeats)
+        create_topic(self.primary, self.syncs)
+        create_topic(self.dr, self.checkpoints)
+        self.config = write_mm2_config(tmp_path / "mm2.properties", {self.src: self.primary, self.dst: self.dr},
+                                       [(self.src, self.dst)], {
+                                           f"{self.name}.topics": f".*-{unique}",
+                                           f"{self.name}.groups": f".*-{unique}",
+                                           "emit.heartbeats.interval.seconds": "1",
+                                           "emit.checkpoints.interval.seconds": "1",
+                                       })
+        self._beating = threading.Event()
+        self._beat_thread: threading.Thread | None = None
+        self.last_heartbeat_ms = 0
+
+    def produce_source(self, partition: int, timestamps_ms: list[int]) -> None:
+        produce_raw(self.primary, self.topic, [{"key": b"k", "value": b"v%d" % i, "partition": partition,
+                                                "timestamp": ts} for i, ts in enumerate(timestamps_ms)])
+
+    def copy(self, partition: int, count: int, timestamp_ms: int) -> None:
+        produce_raw(self.dr, self.remote, [{"key": b"k", "value": b"m", "partition": partition,
+                                            "timestamp": timestamp_ms}] * count)
+
+    def sync(self, partition: int, upstream: int, downstream: int) -> None:
+        s = OffsetSync(self.topic, partition, upstream, downstream)
+        produce_raw(self.primary, self.syncs, [{"key": s.encode_key(), "value": s.encode_value()}])
+
+    def start_heartbeats(self, every: float = 0.3) -> None:
+        self._beating.set()
+
+        def beat():
+            while self._beating.is_set():
+                self.last_heartbeat_ms = int(time.time() * 1000)
+                hb = Heartbeat(self.dst, self.src, self.last_heartbeat_ms)
+                produce_raw(self.dr, self.heartbeats, [{"key": hb.encode_key(), "value": hb.encode_value()}])
+                time.sleep(every)
+
+        self._beat_thread = threading.Thread(target=beat, daemon=True)
+        self._beat_thread.start()
+
+    def stop_heartbeats(self) -> None:
+        self._beating.clear()
+        if self._beat_thread:
+            self._beat_thread.join(10)
+
+
+def test_known_lag_in_records_and_seconds_then_caught_up(kafka_clusters, tmp_path, unique):
+    f = Flow(kafka_clusters, tmp_path, unique, partitions=2)
+    now_ms = int(time.time() * 1000)
+    # Replicated so far: 5 records of partition 0 and 3 of partition 1.
+    f.produce_source(0, [now_ms - 60_000] * 5)
+    f.produce_source(1, [now_ms - 60_000] * 3)
+    f.copy(0, 5, now_ms - 60_000)
+    f.copy(1, 3, now_ms - 60_000)
+    f.sync(0, 0, 0)
+    f.sync(1, 2, 2)
+    f.start_heartbeats()
+    try:
+        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+            mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 0, 20, "lag 0 at start")
+            # Replication "paused": 7 new source records, the oldest 42 s old.
+            oldest_ms = int(time.time() * 1000) - 42_000
+            f.produce_source(0, [oldest_ms + i * 1000 for i in range(7)])
+            flow = mon.wait_for(lambda s: s["flows"][0]["lag"]["seconds"] and s["flows"][0], 20,
+                                "lag after the pause")
+            p0, p1 = partition_of(flow, f.topic, 0), partition_of(flow, f.topic, 1)
+            status = mon.status()
+            truth = status["generated_at"] - oldest_ms / 1000
+            p0 = partition_of(status["flows"][0], f.topic, 0)
+            assert p0["lag_records"] == 7 and p0["position"] == 5 and p0["position_basis"] == "offset-sync"
+            assert abs(p0["lag_seconds"] - truth) < 1.0, (p0["lag_seconds"], truth)
+            assert p0["oldest_unreplicated_timestamp_ms"] == oldest_ms
+            assert (p1["lag_records"], p1["lag_seconds"]) == (0, 0.0)
+            m = mon.metrics()
+            assert sample(m, "sparkmirror_partition_lag_records", flow=f.name, topic=f.topic, partition=0) == 7
+            assert sample(m, "sparkmirror_partition_lag_records", flow=f.name, topic=f.topic, partition=1) == 0
+            assert sample(m, "sparkmirror_topic_lag_records", flow=f.name, topic=f.topic) == 7
+            assert sample(m, "sparkmirror_flow_lag_records", flow=f.name) == 7
+            assert 41.0 < sample(m, "sparkmirror_flow_lag_seconds", flow=f.name) < 50.0
+
+            # Resume: the 7 records reach the target (no new sync needed: the target end carries it).
+            f.copy(0, 7, oldest_ms)
+            flow = mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 0 and s["flows"][0], 20,
+                                "caught up again")
+            assert flow["lag"]["seconds"] == 0
+            assert all(p["lag_records"] == 0 and p["lag_seconds"] == 0 for p in flow["partitions"])
+            assert flow["replicated_records_total"] == 7 and flow["source_records_total"] == 7
+            m = mon.metrics()
+            assert sample(m, "sparkmirror_flow_lag_records", flow=f.name) == 0
+            assert sample(m, "sparkmirror_flow_lag_seconds", flow=f.name) == 0
+            assert sample(m, "sparkmirror_flow_replicated_records_total", flow=f.name) == 7
+            # Heartbeats were received live: a latency histogram with small values.
+            count = sample(m, "sparkmirror_heartbeat_latency_seconds_count", flow=f.name)
+            assert count and count >= 1
+            assert sample(m, "sparkmirror_heartbeat_latency_seconds_sum", flow=f.name) / count < 1.0
+            assert sample(m, "sparkmirror_heartbeat_age_seconds", flow=f.name) < 2.0
+            assert sample(m, "sparkmirror_replicator_up", flow=f.name) == 1
+            assert sample(m, "sparkmirror_cluster_up", cluster=f.src) == 1
+            assert flow["status"] == "OK", flow["reasons"]
+    finally:
+        f.stop_heartbeats()
+
+
+def test_heartbeats_stop_turns_the_flow_stop(kafka_clusters, tmp_path, unique):
+    f = Flow(kafka_clusters, tmp_path, unique)
+    f.produce_source(0, [int(time.time() * 1000)] * 3)
+    f.sync(0, 0, 0)  # ... but only one record copied: lag 2 while the replicator is gone
+    f.copy(0, 1, int(time.time() * 1000))
+    f.start_heartbeats(every=0.2)
+    with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+        mon.wait_for(lambda s: s["flows"][0]["heartbeat"]["received_total"] > 2, 20, "heartbeats")
+        assert mon.flow(f.name)["status"] != "STOP"
+        f.stop_heartbeats()
+        last = f.last_heartbeat_ms / 1000
+        flow = mon.wait_for(lambda s: s["flows"][0]["status"] == "STOP" and s["flows"][0], 10, "STOP",
+                            interval=0.05)
+        detected = time.time() - last
+        # Heartbeat interval 1 s (mm2.properties), evaluation every 0.5 s: STOP within 2 x 1 s + 0.5 s,
+        # plus the 0.05 s of this polling loop.
+        assert detected <= 2 * 1.0 + 0.5 + 0.1, detected
+        assert flow["heartbeat"]["stopped"] and flow["replicator_up"] is False
+        assert any("no heartbeat" in r for r in flow["reasons"])
+        assert partition_of(flow, f.topic, 0)["status"] == "STOP"
+        age1 = flow["heartbeat"]["age_seconds"]
+        time.sleep(1.0)
+        m = mon.metrics()
+        assert sample(m, "sparkmirror_heartbeat_age_seconds", flow=f.name) > age1 + 0.5
+        assert sample(m, "sparkmirror_flow_status", flow=f.name, status="STOP") == 1
+        assert sample(m, "sparkmirror_flow_status", flow=f.name, status="OK") == 0
+        assert sample(m, "sparkmirror_replicator_up", flow=f.name) == 0
+        assert sample(m, "sparkmirror_partition_status_code", flow=f.name, topic=f.topic, partition=0) == 3
+
+
+def test_checkpoint_lag_age_and_missing_checkpoints(kafka_clusters, tmp_path, unique):
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 10)
+    f.copy(0, 10, now_ms)
+    f.sync(0, 0, 0)
+    f.sync(0, 9, 9)
+    behind, current, missing = f"behind-{unique}", f"current-{unique}", f"nocheckpoint-{unique}"
+    for group, offset in ((behind, 8), (current, 10), (missing, 4)):
+        c = Consumer({"bootstrap.servers": f.primary, "group.id": group})
+        c.commit(offsets=[TopicPartition(f.topic, 0, offset)], asynchronous=False)
+        c.close()
+    old_ms = now_ms - 100_000
+    cps = [(Checkpoint(behind, f.remote, 0, 5, 5), old_ms), (Checkpoint(current, f.remote, 0, 10, 10), now_ms)]
+    produce_raw(f.dr, f.checkpoints, [{"key": cp.encode_key(), "value": cp.encode_value(), "timestamp": ts}
+                                      for cp, ts in cps])
+    f.start_heartbeats()
+    try:
+        with RunningMonitor(f.config, topics_exclude=["heartbeats"], checkpoint_timeout=2.0) as mon:
+            def groups_ready(s):
+                groups = {g["group"]: g for g in s["flows"][0]["groups"]}
+                return len(groups) == 3 and groups[missing]["missing"] == 1 and groups
+            groups = mon.wait_for(groups_ready, 20, "three groups evaluated")
+            b = groups[behind]["partitions"][0]
+            # Committed 8 translates to 8 (syncs 0->0 and 9->9 lie on one line); checkpoint at 5.
+            assert (b["committed"], b["translated"], b["checkpoint_downstream"], b["lag_records"]) == (8, 8, 5, 3)
+            assert 99 < b["age_seconds"] < 130 and b["state"] == "stale"
+            assert groups[behind]["status"] == "WARN"
+            assert groups[current]["partitions"][0]["lag_records"] == 0 and groups[current]["status"] == "OK"
+            assert groups[missing]["partitions"][0]["state"] == "missing"
+            m = mon.metrics()
+            labels = dict(flow=f.name, group=behind, topic=f.topic, partition=0)
+            assert sample(m, "sparkmirror_checkpoint_lag_records", **labels) == 3
+            assert 99 < sample(m, "sparkmirror_checkpoint_age_seconds", **labels) < 130
+            assert sample(m, "sparkmirror_group_checkpoint_lag_records", flow=f.name, group=behind) == 3
+            assert sample(m, "sparkmirror_group_checkpoint_lag_records", flow=f.name, group=current) == 0
+            assert sample(m, "sparkmirror_group_checkpoint_age_seconds", flow=f.name, group=current) == 0
+            assert sample(m, "sparkmirror_group_checkpoint_missing_partitions", flow=f.name, group=missing) == 1
+            assert mon.flow(f.name)["status"] == "WARN"
+    finally:
+        f.stop_heartbeats()
+
+
+def test_data_loss_after_delete_records_is_counted(kafka_clusters, tmp_path, unique):
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 10)
+    f.copy(0, 4, now_ms)
+    f.sync(0, 0, 0)
+    f.sync(0, 3, 3)
+    admin = AdminClient({"bootstrap.servers": f.primary})
+    for fut in admin.delete_records([TopicPartition(f.topic, 0, 7)]).values():
+        fut.result(30)
+    f.start_heartbeats()
+    try:
+        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+            flow = mon.wait_for(lambda s: s["flows"][0]["data_lost_records_total"] == 3 and s["flows"][0], 20,
+                                "data loss counted")
+            p0 = partition_of(flow, f.topic, 0)
+            # Offsets 4..6 are gone (data loss, not lag); 7..9 still wait to be copied.
+            assert (p0["source_start"], p0["position"], p0["lost_records"], p0["lag_records"]) == (7, 4, 3, 3)
+            assert p0["status"] == "ERR" and flow["status"] == "ERR"
+            m = mon.metrics()
+            assert sample(m, "sparkmirror_data_lost_records_total", flow=f.name, topic=f.topic) == 3
+            # The replicator skips to the log start and copies 7..9: lag 0, the loss stays counted once.
+            f.copy(0, 3, now_ms)
+            f.sync(0, 7, 4)
+            flow = mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 0 and s["flows"][0], 20, "lag 0")
+            assert flow["data_lost_records_total"] == 3 and partition_of(flow, f.topic, 0)["status"] == "OK"
+            assert sample(mon.metrics(), "sparkmirror_data_lost_records_total", flow=f.name, topic=f.topic) == 3
+    finally:
+        f.stop_heartbeats()
+
+
+def test_garbage_on_internal_topics_is_counted_logged_once_and_skipped(kafka_clusters, tmp_path, unique, caplog):
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 4)
+    f.copy(0, 4, now_ms)
+    garbage = [{"key": b"\xff\x00garbage", "value": b"\x01"}, {"key": None, "value": b"not a record"}]
+    produce_raw(f.primary, f.syncs, garbage)
+    f.sync(0, 3, 3)
+    produce_raw(f.dr, f.heartbeats, garbage)
+    produce_raw(f.dr, f.checkpoints, garbage)
+    f.start_heartbeats()
+    caplog.set_level(logging.WARNING, logger="monitor")
+    try:
+        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+            mon.wait_for(lambda s: len(s["decode_errors"]) == 3 and s["flows"][0]["heartbeat"]["received_total"]
+                         and s["flows"][0]["lag"]["records"] is not None, 20, "decode errors on three topics")
+            m = mon.metrics()
+            for cluster, topic, kind in ((f.src, f.syncs, "offset-sync"), (f.dst, f.heartbeats, "heartbeat"),
+                                         (f.dst, f.checkpoints, "checkpoint")):
+                assert sample(m, "sparkmirror_decode_errors_total", cluster=cluster, topic=topic,
+                              record_type=kind) == 2
+                assert sum(1 for r in caplog.records if "undecodable" in r.getMessage()
+                           and topic in r.getMessage()) == 1
+            # The good records around the garbage still count.
+            flow = mon.flow(f.name)
+            assert partition_of(flow, f.topic, 0)["lag_records"] == 0
+            assert flow["offset_sync"]["received_total"] == 1
+    finally:
+        f.stop_heartbeats()
