@@ -1,0 +1,287 @@
+"""The evaluator's rules and the state's bookkeeping, on hand-built states (no Kafka)."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor import lag
+from monitor.evaluator import EvaluatorSettings, evaluate
+from monitor.state import MonitorState, OffsetsRow, Probe
+from monitor.watch import watched_flows
+from replicator.model.config import parse_config
+from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+
+T0 = 1_800_000_000.0
+FLOW = "a->b"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_state(extra: str = "", window: int = 3) -> tuple[MonitorState, Clock]:
+    config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
+                          "a->b.enabled = true\nemit.heartbeats.interval.seconds = 1\n"
+                          "emit.checkpoints.interval.seconds = 10\n" + extra, "mm2.properties")
+    clock = Clock()
+    state = MonitorState(watched_flows(config), ["a", "b"], window=window, clock=clock)
+    return state, clock
+
+
+def beat(state: MonitorState, clock: Clock, latency: float | None = 0.05) -> None:
+    state.add_heartbeat(FLOW, Heartbeat("b", "a", int((clock.now - (latency or 0)) * 1000)),
+                        clock.now if latency is not None else None)
+
+
+def offsets(state, clock, *, start=0, end=10, target_end=10, sync=(0, 0), topic="orders", partition=0):
+    state.record_offsets(FLOW, [OffsetsRow(topic, partition, f"a.{topic}", start, end, target_end, sync)],
+                         at=clock.now)
+
+
+def run(state, clock, **settings):
+    return evaluate(state, clock.now, EvaluatorSettings(window=3, **settings))
+
+
+def only_partition(ev):
+    return ev.flows[0].partitions[0]
+
+
+# --- position arithmetic -------------------------------------------------------------
+
+@pytest.mark.parametrize("sync, target_end, start, end, expected", [
+    ((0, 0), 10, 0, 10, lag.Position(10, lag.BASIS_SYNC)),            # idle and caught up: exact
+    ((4, 4), 10, 0, 15, lag.Position(10, lag.BASIS_SYNC)),            # stale sync, target end carries it
+    ((100, 0), 5, 0, 200, lag.Position(105, lag.BASIS_SYNC)),         # renumbered target
+    ((9, 9), 12, 0, 10, lag.Position(10, lag.BASIS_SYNC)),            # never past the source end
+    (None, 0, 3, 10, lag.Position(3, lag.BASIS_EMPTY_MIRROR)),        # nothing copied yet
+    (None, None, 3, 10, lag.Position(3, lag.BASIS_NO_MIRROR)),
+    (None, 5, 0, 10, lag.Position(None, lag.UNKNOWN_NO_SYNC)),
+    ((9, 9), 9, 0, 10, lag.Position(None, lag.UNKNOWN_SYNC_AHEAD)),   # target truncated
+    ((0, 0), 1, None, None, lag.Position(None, lag.UNKNOWN_NO_OFFSETS)),
+])
+def test_replicated_position(sync, target_end, start, end, expected):
+    assert lag.replicated_position(sync, target_end, start, end) == expected
+
+
+def test_records_lag_never_negative_and_not_counting_deleted_offsets():
+    assert lag.records_lag(12, 0, 10) == 0
+    assert lag.records_lag(4, 7, 10) == 3
+    assert lag.records_lag(None, 0, 10) is None
+    assert lag.lost_range(4, 7) == (4, 7) and lag.lost_range(7, 7) is None
+
+
+# --- partitions ----------------------------------------------------------------------
+
+def test_caught_up_partition_is_ok_with_zero_lag():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=10, target_end=10, sync=(0, 0))
+    p = only_partition(run(state, clock))
+    assert (p.status, p.lag_records, p.lag_seconds, p.position) == ("OK", 0, 0.0, 10)
+
+
+def test_seconds_lag_from_the_probed_record():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=17, target_end=10, sync=(0, 0))
+    assert only_partition(run(state, clock)).lag_seconds is None  # not probed yet
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int((T0 - 42) * 1000), 17, T0))
+    clock.now += 3
+    p = only_partition(run(state, clock))
+    assert (p.lag_records, p.lag_seconds, p.oldest_unreplicated_timestamp_ms) == (7, 45.0, int((T0 - 42) * 1000))
+
+
+def test_probe_past_a_gap_corrects_the_lag_and_eof_means_caught_up():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 15, int(T0 * 1000), 20, T0))  # offsets 10-14 compacted
+    assert only_partition(run(state, clock)).lag_records == 5
+    state.record_probe(FLOW, ("orders", 0), Probe(10, None, None, 20, T0))  # only transaction markers left
+    p = only_partition(run(state, clock))
+    assert (p.lag_records, p.lag_seconds, p.status) == (0, 0.0, "OK")
+
+
+def test_a_probe_for_an_old_position_is_dropped_when_the_position_moves():
+    state, clock = make_state()
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int(T0 * 1000), 20, T0))
+    offsets(state, clock, end=20, target_end=12, sync=(0, 0))
+    assert state.flows[FLOW].partitions[("orders", 0)].probe is None
+
+
+def test_stall_when_position_does_not_move_for_the_window_with_lag():
+    state, clock = make_state()
+    for _ in range(3):
+        beat(state, clock)
+        offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+        clock.now += 1
+    beat(state, clock)
+    p = only_partition(run(state, clock))
+    assert p.status == "STALL" and "unchanged" in p.reasons[0]
+    assert run(state, clock).flows[0].status == "STALL"
+
+
+def test_warn_when_lag_grows_in_every_refresh_while_moving():
+    state, clock = make_state()
+    for i in range(3):
+        beat(state, clock)
+        offsets(state, clock, end=20 + 10 * i, target_end=10 + i, sync=(0, 0))
+        clock.now += 1
+    beat(state, clock)
+    p = only_partition(run(state, clock))
+    assert p.status == "WARN" and "grew" in p.reasons[0]
+
+
+def test_lag_that_shrinks_or_is_not_yet_a_full_window_is_ok():
+    state, clock = make_state()
+    for i in range(3):
+        beat(state, clock)
+        offsets(state, clock, end=30, target_end=10 + 5 * i, sync=(0, 0))
+        clock.now += 1
+    beat(state, clock)
+    assert only_partition(run(state, clock)).status == "OK"
+    state2, clock2 = make_state()
+    beat(state2, clock2)
+    offsets(state2, clock2, end=30, target_end=10, sync=(0, 0))
+    assert only_partition(run(state2, clock2)).status == "OK"
+
+
+def test_unknown_position_is_warn_with_a_reason():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=30, target_end=10, sync=None)
+    p = only_partition(run(state, clock))
+    assert p.status == "WARN" and "no offset-sync" in p.reasons[0] and p.lag_records is None
+
+
+def test_data_loss_is_err_and_counted_once():
+    state, clock = make_state()
+    beat(state, clock)
+    for _ in range(3):
+        offsets(state, clock, start=7, end=10, target_end=4, sync=(0, 0))
+    assert state.flows[FLOW].lost_total["orders"] == 3
+    offsets(state, clock, start=9, end=12, target_end=4, sync=(0, 0))  # two more deleted
+    assert state.flows[FLOW].lost_total["orders"] == 5
+    ev = run(state, clock)
+    p = only_partition(ev)
+    assert (p.status, p.lost_records, p.lag_records) == ("ERR", 5, 3)
+    assert ev.flows[0].status == "ERR" and ev.flows[0].lost_total == {"orders": 5}
+    offsets(state, clock, start=9, end=12, target_end=7, sync=(9, 4))  # replicator skipped ahead
+    assert only_partition(run(state, clock)).status == "OK"
+    assert state.flows[FLOW].lost_total["orders"] == 5
+
+
+def test_counters_follow_position_and_source_end():
+    state, clock = make_state()
+    offsets(state, clock, end=10, target_end=5, sync=(0, 0))
+    offsets(state, clock, end=15, target_end=8, sync=(0, 0))
+    offsets(state, clock, end=15, target_end=15, sync=(0, 0))
+    fs = state.flows[FLOW]
+    assert (fs.replicated_total, fs.source_total) == (10, 5)
+
+
+# --- flows ---------------------------------------------------------------------------
+
+def test_heartbeat_timeout_turns_flow_and_lagging_partitions_stop():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+    state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 20, 10, (0, 0)),
+                                OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))], at=clock.now)
+    clock.now += 1.9
+    assert run(state, clock).flows[0].status != "STOP"
+    clock.now += 0.2  # 2 x emit.heartbeats.interval.seconds
+    f = run(state, clock).flows[0]
+    assert f.status == "STOP" and f.heartbeat.stopped and not f.replicator_up
+    assert [p.status for p in f.partitions] == ["STOP", "OK"]  # a caught-up partition has nothing to stop
+    assert run(state, clock, heartbeat_timeout=10).flows[0].status != "STOP"
+
+
+def test_no_heartbeat_ever_is_stop_after_the_timeout_from_start():
+    state, clock = make_state()
+    offsets(state, clock)
+    assert run(state, clock).flows[0].status == "OK"
+    clock.now += 2.5
+    f = run(state, clock).flows[0]
+    assert f.status == "STOP" and "since the monitor started" in f.reasons[0]
+
+
+def test_heartbeats_disabled_never_stop_and_liveness_comes_from_progress():
+    state, clock = make_state("emit.heartbeats.enabled = false\n")
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+    clock.now += 100
+    offsets(state, clock, end=20, target_end=12, sync=(0, 0))
+    f = run(state, clock).flows[0]
+    assert f.status == "OK" and not f.heartbeat.expected and f.replicator_up
+
+
+def test_unreachable_cluster_is_err_and_beats_stop():
+    state, clock = make_state()
+    offsets(state, clock)
+    state.cluster_failed("b", "Connection refused")
+    clock.now += 10
+    ev = run(state, clock)
+    assert ev.status == "ERR" and "cluster b unreachable: Connection refused" in ev.flows[0].reasons[0]
+    assert [c.up for c in ev.clusters] == [None, False]
+
+
+def test_heartbeat_latency_histogram_and_age():
+    state, clock = make_state()
+    for latency in (0.003, 0.2, 0.2, 7.0):
+        beat(state, clock, latency)
+    beat(state, clock, latency=None)  # backlog record: age only, no latency sample
+    clock.now += 0.5
+    hb = run(state, clock).flows[0].heartbeat
+    assert hb.latency_count == 4 and hb.received_total == 5
+    assert abs(hb.latency_sum - 7.403) < 0.01 and abs(hb.age_seconds - 0.5) < 0.01
+    assert hb.bucket_counts[0] == 1 and sum(hb.bucket_counts) == 4
+
+
+# --- checkpoints -----------------------------------------------------------------------
+
+def test_checkpoint_lag_age_stale_missing_and_pending():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=100, target_end=100, sync=(0, 0))
+    state.add_sync(FLOW, OffsetSync("orders", 0, 0, 0), int(T0 * 1000))
+    state.add_sync(FLOW, OffsetSync("orders", 0, 99, 99), int(T0 * 1000))
+    state.add_checkpoint(FLOW, Checkpoint("moving", "a.orders", 0, 50, 50), int((T0 - 100) * 1000))
+    state.add_checkpoint(FLOW, Checkpoint("idle", "a.orders", 0, 40, 41), int((T0 - 100) * 1000))
+    state.add_checkpoint(FLOW, Checkpoint("gone", "a.orders", 0, 10, 10), int(T0 * 1000))
+    state.set_group_offsets(FLOW, {"moving": {("orders", 0): 80}, "idle": {("orders", 0): 40},
+                                   "new": {("orders", 0): 30}})
+    groups = {g.group: g for g in run(state, clock).flows[0].groups}
+    moving = groups["moving"].partitions[0]
+    assert (moving.translated, moving.lag_records, moving.state) == (80, 30, "stale")
+    assert groups["moving"].status == "WARN" and groups["moving"].age_seconds == pytest.approx(100)
+    idle = groups["idle"].partitions[0]
+    # The group has not moved since its checkpoint: current, even if old and imprecise.
+    assert (idle.lag_records, idle.state, groups["idle"].status) == (0, "ok", "OK")
+    assert groups["gone"].partitions[0].state == "no-commit"
+    assert groups["new"].partitions[0].state == "pending"  # grace period after the group appears
+    clock.now += 51  # checkpoint timeout: 2 x 10 s + the 30 s groups interval
+    groups = {g.group: g for g in run(state, clock).flows[0].groups}
+    assert groups["new"].partitions[0].state == "missing" and groups["new"].missing == 1
+
+
+def test_checkpoints_disabled_skip_group_evaluation():
+    state, clock = make_state("emit.checkpoints.enabled = false\n")
+    offsets(state, clock)
+    state.set_group_offsets(FLOW, {"g": {("orders", 0): 3}})
+    clock.now += 1000
+    state.add_heartbeat(FLOW, Heartbeat("b", "a", int(clock.now * 1000)), clock.now)
+    f = run(state, clock).flows[0]
+    assert f.groups == [] and f.status == "OK"
+
+
+def test_decode_error_is_first_only_once_per_topic():
+    state, _ = make_state()
+    assert state.decode_error("b", "a.heartbeats", "heartbeat") is True
+    assert state.decode_error("b", "a.heartbeats", "heartbeat") is False
+    assert state.decode_error("a", "mm2-offset-syncs.b.internal", "offset-sync") is True
+    assert state.decode_errors[("b", "a.heartbeats", "heartbeat")] == 2

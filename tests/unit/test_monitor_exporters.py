@@ -1,0 +1,181 @@
+"""Exporters over a hand-built Evaluation: Prometheus text, OTel instruments, OTLP push, HTTP routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from aiohttp.test_utils import TestClient, TestServer
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor import metrics
+from monitor.evaluator import EvaluatorSettings, evaluate
+from monitor.exporters.http import HttpSources, build_app
+from monitor.exporters.otel import OtelExporter
+from monitor.exporters.prometheus import build_registry, render
+from monitor.state import OffsetsRow, Probe
+from replicator.model.records import Checkpoint, OffsetSync
+from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
+
+
+def evaluation(granularity: str = "partition"):
+    state, clock = make_state()
+    beat(state, clock, 0.03)
+    state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 17, 10, (0, 0)),
+                                OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))], at=clock.now)
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int((T0 - 42) * 1000), 17, T0))
+    state.add_checkpoint(FLOW, Checkpoint("billing", "a.orders", 0, 3, 3), int((T0 - 5) * 1000))
+    state.set_group_offsets(FLOW, {"billing": {("orders", 0): 6}})
+    state.add_sync(FLOW, OffsetSync("orders", 0, 0, 0), int((T0 - 1) * 1000))
+    state.add_sync(FLOW, OffsetSync("orders", 0, 9, 9), int((T0 - 1) * 1000))
+    state.record_duration(FLOW, "offsets", 0.012)
+    state.cluster_ok("a")
+    state.decode_error("b", "a.heartbeats", "heartbeat")
+    return evaluate(state, clock.now, EvaluatorSettings(granularity=granularity)), state
+
+
+def prometheus_samples(ev) -> dict:
+    text = render(build_registry(lambda: ev, "1.2.3")).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_prometheus_exposes_the_defined_metrics_with_their_values():
+    ev, _ = evaluation()
+    s = prometheus_samples(ev)
+    names = {name for name, _ in s}
+    for spec in metrics.ALL:
+        assert (spec.name + "_bucket" if spec.kind == "histogram" else spec.name) in names, spec.name
+    assert s[("sparkmirror_partition_lag_records", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 7
+    assert s[("sparkmirror_partition_lag_seconds", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 42
+    assert s[("sparkmirror_topic_lag_records", (("flow", FLOW), ("topic", "orders")))] == 7
+    assert s[("sparkmirror_flow_lag_seconds", (("flow", FLOW),))] == 42
+    assert s[("sparkmirror_flow_status", (("flow", FLOW), ("status", "OK")))] == 1
+    assert s[("sparkmirror_checkpoint_lag_records",
+              (("flow", FLOW), ("group", "billing"), ("partition", "0"), ("topic", "orders")))] == 3
+    assert s[("sparkmirror_decode_errors_total",
+              (("cluster", "b"), ("record_type", "heartbeat"), ("topic", "a.heartbeats")))] == 1
+    assert s[("sparkmirror_heartbeat_latency_seconds_bucket", (("flow", FLOW), ("le", "0.05")))] == 1
+    assert s[("sparkmirror_heartbeat_latency_seconds_bucket", (("flow", FLOW), ("le", "0.025")))] == 0
+    assert s[("sparkmirror_heartbeat_latency_seconds_count", (("flow", FLOW),))] == 1
+    assert s[("sparkmirror_monitor_info", (("granularity", "partition"), ("version", "1.2.3")))] == 1
+    assert ("sparkmirror_cluster_up", (("cluster", "b"),)) not in s  # never asked yet: no sample
+
+
+def test_granularity_drops_finer_labels():
+    topic_names = {name for name, _ in prometheus_samples(evaluation("topic")[0])}
+    assert "sparkmirror_topic_lag_records" in topic_names
+    assert not {n for n in topic_names if n.startswith("sparkmirror_partition_")}
+    assert "sparkmirror_checkpoint_lag_records" not in topic_names
+    assert "sparkmirror_group_checkpoint_lag_records" in topic_names
+    flow_names = {name for name, _ in prometheus_samples(evaluation("flow")[0])}
+    assert not {n for n in flow_names if n.startswith("sparkmirror_topic_")}
+    assert "sparkmirror_data_lost_records_total" not in flow_names
+    assert "sparkmirror_flow_lag_records" in flow_names
+
+
+def test_otel_instruments_carry_the_same_names_and_values():
+    ev, _ = evaluation()
+    reader = InMemoryMetricReader()
+    otel = OtelExporter(lambda: ev, "1.2.3", readers=[reader])
+    otel.record_latency(FLOW, 0.03)
+    data = reader.get_metrics_data()
+    points = {}
+    units = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                units[metric.name] = metric.unit
+                for dp in metric.data.data_points:
+                    points[(metric.name, tuple(sorted(dp.attributes.items())))] = dp
+    assert units["sparkmirror_flow_lag_seconds"] == "s"
+    assert units["sparkmirror_decode_errors"] == "1"
+    assert points[("sparkmirror_flow_lag_records", (("flow", FLOW),))].value == 7
+    assert points[("sparkmirror_decode_errors",
+                   (("cluster", "b"), ("record_type", "heartbeat"), ("topic", "a.heartbeats")))].value == 1
+    hist = points[("sparkmirror_heartbeat_latency_seconds", (("flow", FLOW),))]
+    assert hist.count == 1 and list(hist.explicit_bounds) == list(metrics.LATENCY_BUCKETS)
+    expected = {s.base_name for s in metrics.ALL}
+    assert {name for name, _ in points} <= expected
+    otel.shutdown()
+
+
+def test_otlp_push_only_when_the_endpoint_is_set(monkeypatch):
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    received: list[bytes] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ev, _ = evaluation()
+    try:
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
+        assert OtelExporter(lambda: ev).enabled is False
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        otel = OtelExporter(lambda: ev, "1.2.3")
+        assert otel.enabled
+        otel.provider.force_flush(10_000)
+        otel.shutdown()
+    finally:
+        server.shutdown()
+    assert received and received[0][0] == "/v1/metrics"
+    request = ExportMetricsServiceRequest.FromString(received[0][1])
+    names = {m.name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert {"sparkmirror_flow_lag_records", "sparkmirror_partition_lag_seconds"} <= names
+    resource = {a.key: a.value.string_value for a in request.resource_metrics[0].resource.attributes}
+    assert resource["service.name"] == "sparkmirror-monitor"
+
+
+def test_http_routes():
+    ev, _ = evaluation()
+    healthy = [True]
+
+    async def fresh():
+        return ev
+
+    sources = HttpSources(fresh, build_registry(lambda: ev), lambda: (healthy[0], {"x": 1}), "1.2.3")
+
+    async def scenario():
+        client = TestClient(TestServer(build_app(sources)))
+        await client.start_server()
+        try:
+            r = await client.get("/metrics")
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert "sparkmirror_flow_lag_records" in await r.text()
+            r = await client.get("/api/status")
+            doc = json.loads(await r.text())
+            assert doc["status"] == "OK" and doc["monitor"]["version"] == "1.2.3"
+            flow = doc["flows"][0]
+            assert flow["partitions"] == []  # summary: only partitions that are not OK
+            assert [p["partition"] for p in flow["top_partitions"]] == [0]
+            assert flow["lag"] == {"records": 7, "seconds": 42.0}
+            r = await client.get("/api/status?detail=partitions")
+            assert len(json.loads(await r.text())["flows"][0]["partitions"]) == 2
+            assert (await client.get("/api/status?top=x")).status == 400
+            r = await client.get("/")
+            assert r.status == 200 and "sparkmirror monitor" in await r.text()
+            assert (await client.get("/healthz")).status == 200
+            healthy[0] = False
+            r = await client.get("/healthz")
+            assert r.status == 503 and json.loads(await r.text())["status"] == "unhealthy"
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
