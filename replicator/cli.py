@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     # py4j logs every gateway connection at INFO; nobody needs that.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # ...and logs an abandoned foreachBatch (a query stopped mid-batch) as an error with
+    # a traceback; real batch failures reach the user through the query's exception.
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     try:
         return int(args.func(args) or 0)
     except SparkmirrorError as exc:

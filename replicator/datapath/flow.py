@@ -24,12 +24,15 @@ from functools import partial
 from pathlib import Path
 
 from replicator.control.clients import admin, client_conf, producer
+from replicator.control.offsetsyncs_reader import spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition
 from replicator.errors import ClusterError, SparkmirrorError
 from replicator.model.offsets import OffsetSyncEmitter
 
 log = logging.getLogger("sparkmirror.replicate")
+
+GRACEFUL_STOP_S = 10.0
 
 # librdkafka defaults that suit a mirror writer; anything set in mm2.properties
 # (B.producer.*) wins.
@@ -137,7 +140,9 @@ class FlowReplicator:
             reader = reader.option(k, v)
         reader = (
             reader.option("assign", assign)
-            .option("startingOffsets", "earliest")
+            # MM2's or an earlier run's progress when there is no Spark checkpoint yet (takeover)
+            .option("startingOffsets", spark_starting_offsets(self.config, self.flow, self.assignment,
+                                                              self.checkpoint_dir))
             .option("includeHeaders", "true")
             # Spark's data-loss check trips on legitimate offset gaps (compaction,
             # transaction markers); sparkmirror detects loss itself (see monitor).
@@ -161,6 +166,16 @@ class FlowReplicator:
         self.stopping = True
         q, self.query = self.query, None
         if q is not None:
+            # Prefer stopping between batches: a stop mid-batch abandons the batch (it is
+            # replayed later, so duplicates) and makes Spark log the interruption as an error.
+            deadline = time.monotonic() + GRACEFUL_STOP_S
+            while time.monotonic() < deadline:
+                try:
+                    if not q.isActive or not q.status.get("isTriggerActive"):
+                        break
+                except Exception:
+                    break
+                time.sleep(0.02)
             try:
                 q.stop()
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR"
+METADATA_WAIT_S = 60.0
 
 RUN_SCHEMA = pa.schema(
     [
@@ -121,7 +122,7 @@ def _producer(spec: WriterSpec):
 
 def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     """mapInArrow body: produce every row, yield the runs of where they landed."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
     topic_map = dict(spec.topic_map)
     placements = _Placements()
@@ -157,6 +158,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             if q is None:
                 q = queued[(target, partition)] = deque()
             q.append((src_topic, partition, offsets[i], ts, size))
+            metadata_deadline = None
             while True:
                 try:
                     producer.produce(
@@ -167,6 +169,19 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                 except BufferError:
                     producer.poll(0.05)
                 except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.code() == KafkaError._UNKNOWN_PARTITION:
+                        # The control plane grew the topic a moment ago; this worker's
+                        # producer has older metadata. Refresh it, for a while.
+                        now = time.monotonic()
+                        metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
+                        if now < metadata_deadline:
+                            try:
+                                producer.list_topics(target, timeout=5)
+                            except KafkaException:
+                                pass
+                            producer.poll(0.2)
+                            continue
                     q.pop()
                     raise RuntimeError(
                         f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "

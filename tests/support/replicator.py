@@ -1,0 +1,101 @@
+"""Run the real replicator (`sparkmirror replicate`) as a child process in tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def write_config(path: Path, primary: str, dr: str, extra: dict[str, str] | None = None,
+                 flows: tuple[str, ...] = ("primary->dr",)) -> Path:
+    props = {
+        "clusters": "primary, dr",
+        "primary.bootstrap.servers": primary,
+        "dr.bootstrap.servers": dr,
+        **{f"{f}.enabled": "true" for f in flows},
+        "replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "emit.heartbeats.interval.seconds": "1",
+        "refresh.topics.interval.seconds": "5",
+        "sync.topic.acls.enabled": "false",
+    }
+    props.update(extra or {})
+    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    return path
+
+
+class Replicator:
+    """`sparkmirror replicate CONFIG --checkpoint-dir DIR` with its output in a log file."""
+
+    def __init__(self, config: Path, checkpoint_dir: Path, log_file: Path, extra_args: list[str] | None = None):
+        self.config, self.checkpoint_dir, self.log_file = config, checkpoint_dir, log_file
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Replicator":
+        env = dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g")
+        self._out = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "replicator.cli", "replicate", str(self.config),
+             "--checkpoint-dir", str(self.checkpoint_dir), *self.extra_args],
+            stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,
+        )
+        return self
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return
+            if not self.running():
+                raise AssertionError(f"replicator exited ({self.proc.returncode}) before logging {text!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.5)
+        raise AssertionError(f"replicator did not log {text!r} within {timeout}s:\n{self.log()[-3000:]}")
+
+    def terminate(self, timeout: float = 90) -> int:
+        """SIGTERM, as an operator would; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._kill_group()
+
+    def kill9(self) -> None:
+        """SIGKILL the driver and its Spark JVM (the whole process group), like a crash."""
+        if self.proc is not None:
+            self._kill_group()
+            self.proc.wait(30)
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def __enter__(self) -> "Replicator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.running():
+            self.terminate()
+        else:
+            self._kill_group()
