@@ -1,0 +1,110 @@
+"""The drill-down: where the lag is (topics, partitions), whether consumer groups can
+fail over (checkpoints), and whether the replicator and the monitor are working.
+
+Per-partition panels need the monitor's ``--granularity partition`` (its
+default); per-topic panels need ``topic`` or finer.
+"""
+
+from __future__ import annotations
+
+from grafanalib import core as g
+
+from alerts import thresholds as t
+from dashboards import layout as ui
+from dashboards import queries as q
+
+UID = "sparkmirror-drilldown"
+TITLE = "sparkmirror: drill-down"
+
+
+def build(overview_uid: str) -> g.Dashboard:
+    grid = ui.Grid()
+
+    grid.row("Topics and partitions")
+    grid.add(ui.table(
+        "Top $k partitions by lag (records)", q.top_partitions_lag_records(),
+        "Partitions with the most source records not yet on the target, now.", ui.RECORDS), w=8, h=9)
+    grid.add(ui.table(
+        "Top $k partitions by lag (seconds)", q.top_partitions_lag_seconds(),
+        "Partitions whose oldest unreplicated record is oldest, now.", ui.SECONDS), w=8, h=9)
+    grid.add(ui.table(
+        "Partitions not OK", q.partitions_not_ok(),
+        "Partitions whose status is WARN, STALL, STOP or ERR (docs/monitor-status.md).", "none",
+        mappings=ui.status_mappings()), w=8, h=9)
+    grid.add(ui.timeseries(
+        "Topic lag (records)", q.topic_lag_records(), "Source records not yet on the target, per topic.",
+        ui.RECORDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Topic lag (seconds)", q.topic_lag_seconds(), "Age of the topic's oldest unreplicated record.",
+        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.LAG_SECONDS)),
+        legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Partitions by status", q.partitions_by_status(), "Replicated partitions in each status.",
+        "short"), w=4, h=8)
+    grid.add(ui.timeseries(
+        "Data lost to retention", q.topic_data_lost(),
+        "Source records deleted before they were replicated, per topic.", ui.RECORDS), w=4, h=8)
+
+    grid.row("Consumer groups: checkpoints and failover")
+    grid.add(ui.timeseries(
+        "Checkpoint age per group", q.group_checkpoint_age(),
+        "Oldest checkpoint among the group's partitions that are behind; 0 when every checkpoint is "
+        "current.",
+        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.CHECKPOINT_AGE_SECONDS)),
+        legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Checkpoint lag per group", q.group_checkpoint_lag(),
+        "Records a consumer of the group would re-read if it failed over to the target now.",
+        ui.RECORDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.table(
+        "Partitions without a checkpoint", q.group_checkpoint_missing(),
+        "Partitions where the group commits on the source but has no checkpoint on the target: it "
+        "cannot fail over there.", "short"), w=8, h=8)
+    grid.add(ui.table(
+        "Top $k partitions by checkpoint lag", q.top_partitions_checkpoint_lag(),
+        "Per group and partition: records a failover would re-read.", ui.RECORDS), w=12, h=9)
+    grid.add(ui.table(
+        "Top $k oldest partition checkpoints", q.top_partitions_checkpoint_age(),
+        "Per group and partition: age of the newest checkpoint. MM2 writes a checkpoint only when it "
+        "moves, so an old one is only a problem when the lag beside it is not 0.", ui.SECONDS), w=12, h=9)
+
+    grid.row("Replicator")
+    grid.add(ui.timeseries(
+        "Replicator up", q.replicator_up_over_time(),
+        "1 while heartbeats (or offset-sync progress) arrive on the target.", "short"), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Batch cadence: offset-sync age", q.offset_sync_age(),
+        "Seconds since the flow's newest offset-sync. The replicator writes the pending offset-sync "
+        "at the end of every micro-batch that copied records, so under steady traffic this stays "
+        "near the batch interval and grows without bound when batches stop. (Stand-in: a replicator "
+        "batch-duration metric is not exported yet.)",
+        ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Heartbeats and offset-syncs", q.replicator_activity(),
+        "Internal records the monitor reads per second: heartbeats should arrive at the emit interval.",
+        "short"), w=8, h=8)
+
+    grid.row("Monitor and clusters")
+    grid.add(ui.timeseries(
+        "Cluster request errors", q.cluster_errors(),
+        "Failed or timed-out requests of the monitor per cluster, per second.", "short"), w=6, h=8)
+    grid.add(ui.timeseries(
+        "Undecodable internal records", q.decode_errors(),
+        "Records on heartbeats, checkpoints or offset-syncs topics that did not decode, per second.",
+        "short"), w=6, h=8)
+    grid.add(ui.timeseries(
+        "Collector and evaluation duration", q.collector_durations(),
+        "Duration of each collector's last refresh and of the last evaluation.", ui.SECONDS), w=6, h=8)
+    grid.add(ui.timeseries(
+        "Lag probes", q.lag_probes(),
+        "Source records read per second to timestamp the oldest unreplicated record (the cost of "
+        "seconds lag).", "short"), w=6, h=8)
+
+    links = [g.DashboardLink(title="Overview", type="link", uri=f"/d/{overview_uid}", includeVars=True,
+                             keepTime=True, icon="dashboard")]
+    templates = [
+        ui.datasource_variable(), ui.query_variable("flow", "Flow"), ui.query_variable("topic", "Topic"),
+        ui.query_variable("group", "Group"), ui.topk_variable(),
+    ]
+    return ui.dashboard(UID, TITLE, "Where the replication lag is, consumer-group failover readiness, "
+                        "replicator and monitor internals.", grid, templates, links)

@@ -1,0 +1,228 @@
+"""Every PromQL expression the dashboards show, built from ``monitor.metrics``.
+
+Metric names are never typed here: each selector starts from a ``MetricSpec``
+(``sel(m.FLOW_LAG_SECONDS, FLOW)``), so renaming a metric in the monitor
+renames it in every panel, and a test can evaluate each expression against a
+real Prometheus.
+
+Expressions use Grafana's template variables: ``$flow``, ``$topic`` and
+``$group`` (multi-value, "All" is ``.*``, so they are always matched with
+``=~``), ``$k`` (top-k size), ``$__rate_interval`` and ``$__range``.
+``instantiate()`` replaces them with concrete values for evaluation outside
+Grafana.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from monitor import metrics as m
+
+FLOW = 'flow=~"$flow"'
+TOPIC = 'topic=~"$topic"'
+GROUP = 'group=~"$group"'
+
+#: Quantiles of the heartbeat latency histogram shown on the overview.
+LATENCY_QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One panel target: a PromQL expression and its legend (Grafana ``{{label}}`` syntax)."""
+
+    expr: str
+    legend: str = ""
+    instant: bool = False  # tables of "now" (top-k) query one instant, not a range
+
+
+def sel(spec: m.MetricSpec, *matchers: str, suffix: str = "") -> str:
+    """``name{matchers}`` of a spec; ``suffix`` selects a histogram series (``_bucket``...)."""
+    name = spec.name + suffix
+    return f"{name}{{{','.join(matchers)}}}" if matchers else name
+
+
+def rate(spec: m.MetricSpec, *matchers: str, window: str = "$__rate_interval", suffix: str = "") -> str:
+    return f"rate({sel(spec, *matchers, suffix=suffix)}[{window}])"
+
+
+def status_code(*matchers: str, by: str = "flow") -> str:
+    """The flow status as its numeric code (0 OK ... 4 ERR, ``monitor.metrics.STATUS_CODES``).
+
+    ``sparkmirror_flow_status`` is one-hot over the ``status`` label; multiplying
+    each status series by its code and taking the maximum gives the code of the
+    status that is 1 (all others contribute 0), so a stat panel can colour it.
+    """
+    parts = []
+    for status, code in m.STATUS_CODES.items():
+        one_status = 'status="%s"' % status
+        parts.append(f"{sel(m.FLOW_STATUS, *matchers, one_status)} * {code}")
+    return f"max by ({by}) ({' or '.join(parts)})"
+
+
+def heartbeat_latency_quantile(q: float, *matchers: str, window: str = "$__rate_interval") -> str:
+    buckets = f"sum by (flow, le) ({rate(m.HEARTBEAT_LATENCY, *matchers, window=window, suffix='_bucket')})"
+    return f"histogram_quantile({q}, {buckets})"
+
+
+# --- overview: summary line ----------------------------------------------------
+def flows_by_status() -> Query:
+    return Query(f"sum by (status) ({sel(m.FLOW_STATUS, FLOW)})", "{{status}}")
+
+
+def clusters_up() -> Query:
+    return Query(sel(m.CLUSTER_UP), "{{cluster}}")
+
+
+def monitor_evaluation_age() -> Query:
+    return Query(f"time() - max({sel(m.LAST_EVALUATION)})", "seconds since the last evaluation")
+
+
+def data_lost_in_range() -> Query:
+    return Query(f"sum(increase({sel(m.DATA_LOST_RECORDS, FLOW)}[$__range]))", "records lost")
+
+
+# --- overview: one row per flow -------------------------------------------------
+def flow_status_code() -> Query:
+    return Query(status_code(FLOW), "{{flow}}")
+
+
+def replicator_up() -> Query:
+    return Query(sel(m.REPLICATOR_UP, FLOW), "{{flow}}")
+
+
+def heartbeat_age() -> Query:
+    return Query(sel(m.HEARTBEAT_AGE, FLOW), "{{flow}}")
+
+
+def flow_lag_records() -> Query:
+    return Query(sel(m.FLOW_LAG_RECORDS, FLOW), "{{flow}}")
+
+
+def flow_lag_seconds() -> Query:
+    return Query(sel(m.FLOW_LAG_SECONDS, FLOW), "{{flow}}")
+
+
+def flow_data_lost() -> Query:
+    return Query(f"sum by (flow) (increase({sel(m.DATA_LOST_RECORDS, FLOW)}[$__range]))", "{{flow}}")
+
+
+def heartbeat_latency_percentiles() -> list[Query]:
+    return [Query(heartbeat_latency_quantile(q, FLOW), f"p{round(q * 100)}") for q in LATENCY_QUANTILES]
+
+
+def throughput() -> list[Query]:
+    return [
+        Query(rate(m.FLOW_REPLICATED_RECORDS, FLOW), "replicated"),
+        Query(rate(m.FLOW_SOURCE_RECORDS, FLOW), "produced on the source"),
+    ]
+
+
+# --- drill-down: partitions and topics --------------------------------------------
+def top_partitions_lag_records() -> Query:
+    return Query(f"topk($k, {sel(m.PARTITION_LAG_RECORDS, FLOW, TOPIC)})", instant=True)
+
+
+def top_partitions_lag_seconds() -> Query:
+    return Query(f"topk($k, {sel(m.PARTITION_LAG_SECONDS, FLOW, TOPIC)})", instant=True)
+
+
+def partitions_not_ok() -> Query:
+    return Query(f"{sel(m.PARTITION_STATUS_CODE, FLOW, TOPIC)} > 0", instant=True)
+
+
+def partitions_by_status() -> Query:
+    return Query(f"sum by (status) ({sel(m.FLOW_PARTITIONS, FLOW)})", "{{status}}")
+
+
+def topic_lag_records() -> Query:
+    return Query(sel(m.TOPIC_LAG_RECORDS, FLOW, TOPIC), "{{flow}} {{topic}}")
+
+
+def topic_lag_seconds() -> Query:
+    return Query(sel(m.TOPIC_LAG_SECONDS, FLOW, TOPIC), "{{flow}} {{topic}}")
+
+
+def topic_data_lost() -> Query:
+    return Query(f"increase({sel(m.DATA_LOST_RECORDS, FLOW, TOPIC)}[$__rate_interval])", "{{flow}} {{topic}}")
+
+
+# --- drill-down: consumer-group checkpoints ------------------------------------------
+def group_checkpoint_age() -> Query:
+    return Query(sel(m.GROUP_CHECKPOINT_AGE, FLOW, GROUP), "{{flow}} {{group}}")
+
+
+def group_checkpoint_lag() -> Query:
+    return Query(sel(m.GROUP_CHECKPOINT_LAG, FLOW, GROUP), "{{flow}} {{group}}")
+
+
+def group_checkpoint_missing() -> Query:
+    return Query(sel(m.GROUP_CHECKPOINT_MISSING, FLOW, GROUP), instant=True)
+
+
+def top_partitions_checkpoint_lag() -> Query:
+    return Query(f"topk($k, {sel(m.CHECKPOINT_LAG, FLOW, GROUP, TOPIC)})", instant=True)
+
+
+def top_partitions_checkpoint_age() -> Query:
+    return Query(f"topk($k, {sel(m.CHECKPOINT_AGE, FLOW, GROUP, TOPIC)})", instant=True)
+
+
+# --- drill-down: replicator -----------------------------------------------------------
+def replicator_up_over_time() -> Query:
+    return Query(sel(m.REPLICATOR_UP, FLOW), "{{flow}}")
+
+
+def offset_sync_age() -> Query:
+    return Query(sel(m.OFFSET_SYNC_AGE, FLOW), "{{flow}}")
+
+
+def replicator_activity() -> list[Query]:
+    return [
+        Query(rate(m.HEARTBEATS, FLOW), "{{flow}} heartbeats/s"),
+        Query(rate(m.OFFSET_SYNCS, FLOW), "{{flow}} offset-syncs/s"),
+    ]
+
+
+# --- drill-down: monitor and clusters ---------------------------------------------------
+def cluster_errors() -> Query:
+    return Query(rate(m.CLUSTER_ERRORS), "{{cluster}}")
+
+
+def decode_errors() -> Query:
+    return Query(rate(m.DECODE_ERRORS), "{{cluster}} {{topic}} ({{record_type}})")
+
+
+def collector_durations() -> list[Query]:
+    return [
+        Query(sel(m.COLLECTOR_DURATION, FLOW), "{{flow}} {{collector}}"),
+        Query(sel(m.EVALUATION_DURATION), "evaluation"),
+    ]
+
+
+def lag_probes() -> Query:
+    return Query(rate(m.LAG_PROBES, FLOW), "{{flow}}")
+
+
+# --- template variables (Grafana's label_values(), not PromQL) ---------------------------
+def variable_queries() -> dict[str, str]:
+    """Query of each template variable: ``label_values(<selector>, <label>)``."""
+    return {
+        "flow": f"label_values({sel(m.FLOW_STATUS)}, flow)",
+        "topic": f"label_values({sel(m.TOPIC_LAG_RECORDS, FLOW)}, topic)",
+        "group": f"label_values({sel(m.GROUP_CHECKPOINT_LAG, FLOW)}, group)",
+    }
+
+
+_VARIABLE = re.compile(r"\$(__rate_interval|__range|flow|topic|group|k)\b")
+
+#: Values that make a dashboard expression plain PromQL: every flow, topic and group.
+EVALUATION_DEFAULTS = {
+    "flow": ".*", "topic": ".*", "group": ".*", "k": "10", "__rate_interval": "1m", "__range": "1h",
+}
+
+
+def instantiate(expr: str, values: dict[str, str] | None = None) -> str:
+    """``expr`` with its template variables replaced (``EVALUATION_DEFAULTS`` unless given)."""
+    table = {**EVALUATION_DEFAULTS, **(values or {})}
+    return _VARIABLE.sub(lambda match: table[match.group(1)], expr)
