@@ -1,0 +1,1 @@
+"""Prometheus alert rules for sparkmirror, generated from monitor.metrics (see rules.py)."""
