@@ -1,0 +1,251 @@
+"""The alert and dashboard path on real Prometheus + Alertmanager (Debian packages).
+
+A harness test of the stack, not of the monitor: a small prometheus_client
+exporter started here serves every metric of ``monitor.metrics`` for a healthy
+flow and for a broken one (every alert condition true), in place of the real
+monitor. Against it, a real Prometheus (1 s scrape and evaluation) proves that
+
+- every PromQL expression of every dashboard panel parses and returns data, and
+  every template variable lists values;
+- every alert rule of the committed rule file loads, evaluates without error,
+  and its expression returns data once its condition is induced;
+- the page (heartbeats stopped) travels Prometheus -> Alertmanager -> webhook
+  within its ``for`` plus the scrape and evaluation intervals and the group
+  wait, and its resolution arrives too.
+
+The rule file is the committed one except that the page's ``for`` is shortened
+to a few seconds (same expression, same annotations) so the test stays fast.
+The measured times are written to test-artifacts/alert-timing.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from alerts import thresholds
+from alerts.generate import write_rules
+from alerts.rules import RULES
+from dashboards import queries
+from dashboards.generate import panel_expressions
+from monitor import metrics as m
+from replicator.devenv.kafka import free_port
+from tests.support.prometheus import AlertmanagerServer, PrometheusServer, WebhookReceiver
+
+HEALTHY, BROKEN = "primary->dr", "broken->dr"
+PAGE = "SparkmirrorHeartbeatsStopped"
+PAGE_FOR_SECONDS = 5
+SCRAPE_SECONDS = EVALUATION_SECONDS = 1
+GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
+
+
+class FakeMonitor:
+    """Every sparkmirror metric, for a healthy flow and a broken one, changing with time.
+
+    The broken flow (and its unreachable cluster) makes every alert condition
+    true; counters grow with time so rate(), increase() and deriv() have data.
+    """
+
+    LABELS = {
+        "flow": (HEALTHY, BROKEN), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
+        "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
+        "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
+    }
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.heartbeat_age = {HEALTHY: 1.0}
+        self.lock = threading.Lock()
+
+    def set_heartbeat_age(self, flow: str, seconds: float) -> None:
+        with self.lock:
+            self.heartbeat_age[flow] = seconds
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        now = time.time()
+        t = now - self.started
+        for spec in m.ALL:
+            family = _family(spec)
+            for labels in _combinations(spec.labels, self.LABELS):
+                broken = labels.get("flow") == BROKEN or labels.get("cluster") == "broken"
+                values = list(labels.values())
+                if spec.kind == "histogram":
+                    bound = 120.0 if broken else 0.05  # every heartbeat in one bucket
+                    buckets = [(repr(b), t if b >= bound else 0.0) for b in spec.buckets] + [("+Inf", t)]
+                    family.add_metric(values, buckets, t * bound)
+                else:
+                    family.add_metric(values, self._value(spec, labels, broken, now, t))
+            yield family
+
+    def _value(self, spec, labels, broken: bool, now: float, t: float) -> float:
+        with self.lock:
+            age = 1000.0 if broken else self.heartbeat_age.get(labels.get("flow"), 1.0)
+        status = "STOP" if broken else "OK"
+        table = {
+            m.CLUSTER_UP: 0.0 if broken else 1.0,
+            m.CLUSTER_ERRORS: 2 * t if broken else 0.0,
+            m.FLOW_STATUS: float(labels.get("status") == status),
+            m.FLOW_PARTITIONS: 3.0 if labels.get("status") == status else 0.0,
+            m.REPLICATOR_UP: 0.0 if broken else 1.0,
+            m.HEARTBEAT_AGE: age,
+            m.HEARTBEAT_LAST_TIMESTAMP: now - age,
+            m.OFFSET_SYNC_AGE: 600.0 if broken else 2.0,
+            m.FLOW_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
+            m.TOPIC_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
+            m.PARTITION_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
+            m.FLOW_LAG_SECONDS: 1000.0 if broken else 0.5,
+            m.TOPIC_LAG_SECONDS: 1000.0 if broken else 0.5,
+            m.PARTITION_LAG_SECONDS: 1000.0 if broken else 0.5,
+            m.DATA_LOST_RECORDS: 5 * t if broken else 0.0,
+            m.PARTITION_STATUS_CODE: float(m.STATUS_CODES[status]),
+            m.CHECKPOINT_AGE: 5000.0 if broken else 5.0,
+            m.CHECKPOINT_LAG: 100.0 if broken else 0.0,
+            m.GROUP_CHECKPOINT_AGE: 5000.0 if broken else 0.0,
+            m.GROUP_CHECKPOINT_LAG: 100.0 if broken else 0.0,
+            m.GROUP_CHECKPOINT_MISSING: 1.0 if broken else 0.0,
+            m.LAST_EVALUATION: now,
+        }
+        if spec in table:
+            return table[spec]
+        return 10 * t if spec.kind == "counter" else 0.01  # throughput counters, durations, info
+
+
+def _family(spec: m.MetricSpec):
+    if spec.kind == "counter":
+        return CounterMetricFamily(spec.base_name, spec.help, labels=list(spec.labels))
+    if spec.kind == "histogram":
+        return HistogramMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+    return GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+
+
+def _combinations(names: tuple[str, ...], values: dict[str, tuple[str, ...]]):
+    combos: list[dict[str, str]] = [{}]
+    for name in names:
+        combos = [{**c, name: v} for c in combos for v in values[name]]
+    return combos
+
+
+class Stack:
+    def __init__(self, fake, prometheus, alertmanager, webhook) -> None:
+        self.fake, self.prometheus, self.alertmanager, self.webhook = fake, prometheus, alertmanager, webhook
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prometheus-stack")
+    fake = FakeMonitor()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(fake)
+    exporter_port = free_port()
+    server, _thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
+    dead_monitor = f"127.0.0.1:{free_port()}"  # a monitor target nobody listens on: MonitorDown
+    rules = write_rules(base / "rules.yml", for_overrides={PAGE: f"{PAGE_FOR_SECONDS}s"})
+    webhook = WebhookReceiver().start()
+    alertmanager = AlertmanagerServer(base / "alertmanager", webhook.url, group_wait=f"{GROUP_WAIT_SECONDS}s",
+                                      group_interval=f"{GROUP_INTERVAL_SECONDS}s")
+    prometheus = PrometheusServer(
+        base / "prometheus", {thresholds.MONITOR_JOB: [f"127.0.0.1:{exporter_port}", dead_monitor]}, [rules],
+        alertmanager=alertmanager.url, scrape_interval=f"{SCRAPE_SECONDS}s",
+        evaluation_interval=f"{EVALUATION_SECONDS}s")
+    try:
+        alertmanager.start()
+        prometheus.start()
+        yield Stack(fake, prometheus, alertmanager, webhook)
+    finally:
+        prometheus.stop()
+        alertmanager.stop()
+        webhook.stop()
+        server.shutdown()
+        server.server_close()
+
+
+def test_every_dashboard_expression_parses_and_returns_data(stack):
+    expressions = panel_expressions()
+    assert len(expressions) >= 30
+    empty = []
+    for item in expressions:
+        expr = queries.instantiate(item.expr)
+        if not stack.prometheus.wait_for_data(expr, timeout=15):
+            empty.append(f"{item.dashboard} / {item.panel} / {item.ref_id}: {expr}")
+    assert not empty, "dashboard expressions without data:\n" + "\n".join(empty)
+    health = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(
+        queries.instantiate(queries.flow_status_code().expr))}
+    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["STOP"]}
+
+
+def test_every_template_variable_lists_values(stack):
+    stack.prometheus.wait_for_data(m.FLOW_STATUS.name)
+    for name, query in queries.variable_queries().items():
+        selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
+        values = stack.prometheus.label_values(label, queries.instantiate(selector))
+        assert values, f"variable {name}: {query} lists nothing"
+    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN])
+
+
+def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
+    empty = []
+    for rule in RULES:
+        result = stack.prometheus.wait_for_data(rule.expr, timeout=15)
+        if not result:
+            empty.append(f"{rule.name}: {rule.expr}")
+    assert not empty, "alert expressions without data although the condition is induced:\n" + "\n".join(empty)
+    deadline = time.monotonic() + 10
+    while True:  # the rule manager evaluates on its own clock: wait until each rule has been
+        loaded = {r["name"]: r for r in stack.prometheus.rules()}
+        if all(r["state"] != "inactive" for r in loaded.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert set(loaded) == {r.name for r in RULES}
+    for name, rule in loaded.items():
+        assert rule["health"] == "ok", f"{name}: {rule.get('lastError')}"
+        assert rule["state"] in ("pending", "firing"), f"{name} is {rule['state']} with its condition induced"
+        flows = {a["labels"].get("flow") for a in rule["alerts"]}
+        assert HEALTHY not in flows, f"{name} is active for the healthy flow"
+
+
+def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artifacts_dir):
+    prom, webhook = stack.prometheus, stack.webhook
+    prom.wait_for_data(m.HEARTBEAT_AGE.name)
+    assert not prom.query(f'ALERTS{{alertname="{PAGE}",flow="{HEALTHY}"}}'), "page active before inducing it"
+
+    def page(status: str):
+        return lambda n: any(a["status"] == status for a in n.alerts(alertname=PAGE, flow=HEALTHY))
+
+    induced = time.monotonic()
+    stack.fake.set_heartbeat_age(HEALTHY, 10 * thresholds.HEARTBEAT_AGE_SECONDS)
+    fired = webhook.wait_for(page("firing"), timeout=60, after=induced)
+    assert fired is not None, f"no firing page within 60 s; alertmanager log:\n{stack.alertmanager.log_tail()}"
+    detection = fired.received_monotonic - induced
+    alert = fired.alerts(alertname=PAGE, flow=HEALTHY)[0]
+    assert alert["labels"]["severity"] == "page"
+    assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorheartbeatsstopped")
+    assert HEALTHY in alert["annotations"]["summary"]
+
+    recovered = time.monotonic()
+    stack.fake.set_heartbeat_age(HEALTHY, 1.0)
+    resolved = webhook.wait_for(page("resolved"), timeout=60, after=recovered)
+    assert resolved is not None, f"no resolved notification within 60 s:\n{stack.alertmanager.log_tail()}"
+    resolution = resolved.received_monotonic - recovered
+
+    timing = {
+        "alert": PAGE, "for_seconds": PAGE_FOR_SECONDS, "scrape_interval_seconds": SCRAPE_SECONDS,
+        "evaluation_interval_seconds": EVALUATION_SECONDS, "group_wait_seconds": GROUP_WAIT_SECONDS,
+        "group_interval_seconds": GROUP_INTERVAL_SECONDS,
+        "detection_seconds": round(detection, 2), "resolve_seconds": round(resolution, 2),
+    }
+    (artifacts_dir / "alert-timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+    print(f"\nalert timing: {timing}")
+    # never before its `for`; within for + one scrape + one evaluation + Alertmanager's group wait
+    # (plus slack for process scheduling on a loaded machine)
+    assert detection >= PAGE_FOR_SECONDS
+    assert detection <= PAGE_FOR_SECONDS + SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 5
+    assert resolution <= SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_INTERVAL_SECONDS + 5

@@ -1,0 +1,339 @@
+"""Real Prometheus and Alertmanager (Debian's binaries) and a webhook pager for tests.
+
+- ``PrometheusServer``: a generated config scraping the given targets and loading
+  the given rule files, short scrape and evaluation intervals, its own temporary
+  directory and a free loopback port; ``query()`` evaluates PromQL through the
+  HTTP API and raises ``PromQLError`` with Prometheus' message.
+- ``AlertmanagerServer``: routes every alert to one webhook URL, with short
+  group timers and clustering off.
+- ``WebhookReceiver`` (fixture ``webhook_receiver``): a tiny aiohttp server in a
+  thread that records every Alertmanager notification with its arrival time.
+- ``require_binary()``: the path of promtool/prometheus/alertmanager, or a test
+  FAILURE saying how to install them (CI installs them; a missing binary must
+  not turn into a silent skip).
+
+Every process is started in its own session and stopped (TERM, then KILL) by
+``stop()``, also when a test fails; use them as context managers or fixtures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from replicator.devenv.kafka import free_port
+
+INSTALL_HINT = "install it with scripts/install-system-deps.sh (Debian packages prometheus, prometheus-alertmanager)"
+
+#: Debian installs Alertmanager as prometheus-alertmanager; upstream tarballs as alertmanager.
+BINARIES = {
+    "promtool": ("promtool",),
+    "prometheus": ("prometheus",),
+    "alertmanager": ("prometheus-alertmanager", "alertmanager"),
+}
+
+
+def find_binary(name: str) -> str | None:
+    for candidate in BINARIES.get(name, (name,)):
+        path = shutil.which(candidate) or (f"/usr/bin/{candidate}" if os.access(f"/usr/bin/{candidate}", os.X_OK)
+                                           else None)
+        if path:
+            return path
+    return None
+
+
+def require_binary(name: str) -> str:
+    """Path of a Prometheus tool; fails (never skips) the calling test when it is missing."""
+    path = find_binary(name)
+    if path is None:
+        pytest.fail(f"{name} not found on PATH or in /usr/bin: {INSTALL_HINT}", pytrace=False)
+    return path
+
+
+class PromQLError(Exception):
+    """Prometheus rejected a query (bad_data for a parse error) or could not run it."""
+
+
+class _Process:
+    """A server process with a log file, a readiness URL and a clean stop."""
+
+    name = "process"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / f"{self.name}.log"
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30.0):
+        self._log = open(self.log_path, "ab")
+        self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.name} not ready at {self.url} after {timeout}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self):
+        return self.start() if not self.running else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class AlertmanagerServer(_Process):
+    """Alertmanager sending every alert (and its resolution) to ``webhook_url``."""
+
+    name = "alertmanager"
+
+    def __init__(self, workdir: Path, webhook_url: str, group_by: tuple[str, ...] = ("alertname", "flow"),
+                 group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h") -> None:
+        super().__init__(workdir)
+        self.config_path = workdir / "alertmanager.yml"
+        self.config_path.write_text(yaml.safe_dump({
+            "route": {
+                "receiver": "webhook", "group_by": list(group_by), "group_wait": group_wait,
+                "group_interval": group_interval, "repeat_interval": repeat_interval,
+            },
+            "receivers": [{"name": "webhook", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
+        }, sort_keys=False))
+
+    def command(self) -> list[str]:
+        return [
+            require_binary("alertmanager"), f"--config.file={self.config_path}",
+            f"--storage.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",  # no HA gossip port
+            "--log.level=info",
+        ]
+
+
+class PrometheusServer(_Process):
+    """Prometheus scraping ``targets`` (job name -> ["host:port", ...]) and evaluating ``rule_files``."""
+
+    name = "prometheus"
+
+    def __init__(self, workdir: Path, targets: dict[str, list[str]], rule_files: list[Path] = (),
+                 alertmanager: str | None = None, scrape_interval: str = "1s",
+                 evaluation_interval: str = "1s") -> None:
+        super().__init__(workdir)
+        self.scrape_interval = scrape_interval
+        self.evaluation_interval = evaluation_interval
+        config: dict = {
+            "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
+                       "evaluation_interval": evaluation_interval},
+            "rule_files": [str(Path(p).resolve()) for p in rule_files],
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": list(addresses)}]}
+                for job, addresses in targets.items()
+            ],
+        }
+        if alertmanager:
+            host = urllib.parse.urlparse(alertmanager).netloc
+            config["alerting"] = {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [host]}]}]}
+        self.config_path = workdir / "prometheus.yml"
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def command(self) -> list[str]:
+        return [
+            require_binary("prometheus"), f"--config.file={self.config_path}",
+            f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+            "--storage.tsdb.retention.time=1h", "--log.level=info",
+        ]
+
+    # --- HTTP API ---------------------------------------------------------------
+    def api(self, path: str, **params) -> dict:
+        """GET /api/v1/<path>; returns ``data`` or raises PromQLError with Prometheus' error."""
+        query = urllib.parse.urlencode(params, doseq=True)
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as resp:
+                body = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:  # 400/422 carry Prometheus' JSON error
+            body = json.loads(exc.read() or b"{}")
+        if body.get("status") != "success":
+            raise PromQLError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
+        return body["data"]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        """Instant query: the result list (``[{"metric": {...}, "value": [t, "v"]}, ...]``)."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", **params)
+        result = data["result"]
+        if data["resultType"] in ("scalar", "string"):
+            return [{"metric": {}, "value": result}]
+        return result
+
+    def wait_for_data(self, expr: str, timeout: float = 20.0) -> list[dict]:
+        """Poll ``expr`` until it returns at least one sample; raise on a parse error at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result or time.monotonic() > deadline:
+                return result
+            time.sleep(0.25)
+
+    def label_values(self, label: str, selector: str) -> list[str]:
+        return self.api(f"label/{label}/values", **{"match[]": selector})
+
+    def rules(self) -> list[dict]:
+        """Every loaded rule with its health, state and last error."""
+        return [r for group in self.api("rules")["groups"] for r in group["rules"]]
+
+    def targets_up(self) -> dict[str, str]:
+        return {t["scrapeUrl"]: t["health"] for t in self.api("targets")["activeTargets"]}
+
+
+@dataclass
+class Notification:
+    received_at: float  # time.time()
+    received_monotonic: float
+    payload: dict
+
+    @property
+    def status(self) -> str:
+        return self.payload.get("status", "")
+
+    def alerts(self, **labels: str) -> list[dict]:
+        return [a for a in self.payload.get("alerts", [])
+                if all(a.get("labels", {}).get(k) == v for k, v in labels.items())]
+
+
+@dataclass
+class WebhookReceiver:
+    """Records every POST (Alertmanager webhook notifications) in ``notifications``."""
+
+    host: str = "127.0.0.1"
+    notifications: list[Notification] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def start(self) -> "WebhookReceiver":
+        from aiohttp import web
+
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        async def handle(request: web.Request) -> web.Response:
+            payload = await request.json()
+            with self._cond:
+                self.notifications.append(Notification(time.time(), time.monotonic(), payload))
+                self._cond.notify_all()
+            return web.Response(text="ok")
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            app = web.Application()
+            app.router.add_post("/{tail:.*}", handle)
+            runner = web.AppRunner(app)
+            try:
+                loop.run_until_complete(runner.setup())
+                site = web.TCPSite(runner, self.host, 0)
+                loop.run_until_complete(site.start())
+                port = runner.addresses[0][1]
+                self.url = f"http://{self.host}:{port}/alerts"
+            except BaseException as exc:  # reported to start()
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(runner.cleanup())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="webhook-receiver", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors:
+            raise errors[0]
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._loop = self._thread = None
+
+    def wait_for(self, predicate: Callable[[Notification], bool], timeout: float,
+                 after: float = 0.0) -> Notification | None:
+        """The first notification received at or after ``after`` (monotonic) matching ``predicate``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for n in self.notifications:
+                    if n.received_monotonic >= after and predicate(n):
+                        return n
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+
+@pytest.fixture
+def webhook_receiver():
+    receiver = WebhookReceiver().start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()

@@ -1,0 +1,170 @@
+"""The Grafana dashboards: current JSON, import-ready structure, names from monitor.metrics.
+
+Evaluating every expression against a real Prometheus is in
+tests/integration/test_prometheus_stack.py; here each expression is parsed by
+promtool (a recording rule per expression) and checked against the metric specs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from alerts.rules import RULES
+from dashboards import generate, layout, queries
+from monitor import metrics as m
+from tests.support.prometheus import require_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = generate.dashboards()
+BY_UID = {model["uid"]: model for model in MODELS.values()}
+OVERVIEW, DRILLDOWN = BY_UID["sparkmirror-overview"], BY_UID["sparkmirror-drilldown"]
+EXPRESSIONS = generate.panel_expressions(MODELS)
+
+#: Exported metrics no panel or alert needs, and why.
+NOT_SHOWN = {
+    m.HEARTBEAT_LAST_TIMESTAMP.name: "the same fact as heartbeat age, for clients that want a timestamp",
+    m.MONITOR_INFO.name: "version and granularity labels, for ad-hoc queries",
+}
+
+_NAME = re.compile(r"\bsparkmirror_[a-z0-9_]+")
+
+
+def _metric_names(expr: str) -> set[str]:
+    names = set()
+    for name in _NAME.findall(expr):
+        for suffix in ("_bucket", "_sum", "_count"):
+            base = name.removesuffix(suffix)
+            if base != name and base in m.BY_NAME and m.BY_NAME[base].kind == "histogram":
+                name = base
+        names.add(name)
+    return names
+
+
+def _panels(model: dict) -> list[dict]:
+    return list(generate._panels(model["panels"]))
+
+
+def test_committed_json_is_current():
+    assert generate.stale() == [], "run: python -m dashboards.generate"
+    proc = subprocess.run([sys.executable, "-m", "dashboards.generate", "--check"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_check_notices_a_stale_or_extra_file(tmp_path):
+    generate.write(tmp_path)
+    assert generate.stale(tmp_path) == []
+    path = tmp_path / "sparkmirror-overview.json"
+    path.write_text(path.read_text().replace('"Heartbeat age"', '"Heartbeat age (edited)"'))
+    (tmp_path / "old.json").write_text("{}")
+    assert generate.stale(tmp_path) == ["sparkmirror-overview.json", "old.json"]
+
+
+def test_current_schema_version_and_datasource_as_a_variable():
+    for model in MODELS.values():
+        assert model["schemaVersion"] == layout.SCHEMA_VERSION >= 39
+        assert "rows" not in model and "time_options" not in model["timepicker"]
+        variables = {v["name"]: v for v in model["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["datasource"]["query"] == "prometheus"
+        for panel in _panels(model):
+            if panel["type"] == "row":
+                continue
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+            assert panel["targets"], f"{panel['title']} has no query"
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"]
+
+
+def test_template_variables_for_flow_topic_and_group():
+    def variables(model):
+        return {v["name"]: v for v in model["templating"]["list"]}
+
+    assert set(variables(OVERVIEW)) == {"datasource", "flow"}
+    assert set(variables(DRILLDOWN)) == {"datasource", "flow", "topic", "group", "k"}
+    for model in MODELS.values():
+        for name, variable in variables(model).items():
+            if name in queries.variable_queries():
+                assert variable["query"] == queries.variable_queries()[name]
+                assert variable["multi"] and variable["includeAll"] and variable["allValue"] == ".*"
+                assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    # every variable an expression uses is defined on its dashboard
+    for item in EXPRESSIONS:
+        used = set(re.findall(r"\$(\w+)", item.expr)) - {"__rate_interval", "__range"}
+        assert used <= set(variables(BY_UID[item.dashboard])), f"{item.panel}: {used}"
+        assert "$" not in queries.instantiate(item.expr)
+
+
+def test_overview_has_one_row_per_flow_with_the_issue_panels():
+    rows = [p for p in OVERVIEW["panels"] if p["type"] == "row"]
+    assert [r["repeat"] for r in rows] == ["flow"]
+    row_y = rows[0]["gridPos"]["y"]
+    in_row = {p["title"] for p in OVERVIEW["panels"] if p["type"] != "row" and p["gridPos"]["y"] > row_y}
+    assert {"Health", "Heartbeat age", "Heartbeat latency", "Lag (records)", "Lag (seconds)", "Throughput",
+            "Data lost (time range)"} <= in_row
+    latency = next(p for p in _panels(OVERVIEW) if p["title"] == "Heartbeat latency")
+    assert [t["legendFormat"] for t in latency["targets"]] == ["p50", "p95", "p99"]
+
+
+def test_drilldown_panels():
+    titles = {p["title"] for p in _panels(DRILLDOWN)}
+    assert {"Top $k partitions by lag (records)", "Top $k partitions by lag (seconds)", "Checkpoint age per group",
+            "Checkpoint lag per group", "Batch cadence: offset-sync age"} <= titles
+    topk = [t for p in _panels(DRILLDOWN) for t in p["targets"] if t["expr"].startswith("topk(")]
+    assert topk and all(t["instant"] and t["format"] == "table" for t in topk)
+
+
+def test_panels_fit_the_grid_without_overlap():
+    for model in MODELS.values():
+        taken: set[tuple[int, int]] = set()
+        ids = [p["id"] for p in _panels(model)]
+        assert len(ids) == len(set(ids))
+        for panel in _panels(model):
+            pos = panel["gridPos"]
+            assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24, panel["title"]
+            cells = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                     for y in range(pos["y"], pos["y"] + pos["h"])}
+            assert not cells & taken, f"{model['uid']}: {panel['title']} overlaps another panel"
+            taken |= cells
+
+
+def test_every_metric_name_comes_from_the_specs():
+    texts = [item.expr for item in EXPRESSIONS] + list(queries.variable_queries().values())
+    unknown = {name for text in texts for name in _metric_names(text)} - set(m.BY_NAME)
+    assert not unknown, f"not in monitor/metrics.py: {unknown}"
+
+
+def test_every_exported_metric_is_on_a_dashboard_or_in_an_alert():
+    used = {name for item in EXPRESSIONS for name in _metric_names(item.expr)}
+    used |= {name for rule in RULES for name in _metric_names(rule.expr)}
+    missing = set(m.BY_NAME) - used - set(NOT_SHOWN)
+    assert not missing, f"exported but never shown or alerted on: {missing}"
+    assert not set(NOT_SHOWN) & used, "NOT_SHOWN lists a metric that is now used"
+
+
+def test_every_panel_expression_parses(tmp_path):
+    """promtool parses each expression (as a recording rule) with the variables filled in."""
+    rules = [{"record": f"dashboard:expr_{i}", "expr": queries.instantiate(item.expr)}
+             for i, item in enumerate(EXPRESSIONS)]
+    path = tmp_path / "panels.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
+    proc = subprocess.run([require_binary("promtool"), "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in proc.stdout
+
+
+def test_instantiate_replaces_only_template_variables():
+    expr = 'topk($k, x{flow=~"$flow",topic=~"$topic"}[$__rate_interval]) + y[$__range] + "$flowing"'
+    assert queries.instantiate(expr, {"k": "3"}) == \
+        'topk(3, x{flow=~".*",topic=~".*"}[1m]) + y[1h] + "$flowing"'
+
+
+def test_status_mappings_name_every_status_code():
+    mapping = layout.status_mappings()[0]["options"]
+    assert {int(code): option["text"] for code, option in mapping.items()} == \
+        {code: status for status, code in m.STATUS_CODES.items()}
