@@ -199,7 +199,7 @@ class FlowReplicator:
             msg = text[idx + len(ERROR_MARKER) + 2:].splitlines()[0]
         else:
             msg = text.strip().splitlines()[0] if text.strip() else repr(exc)
-        raise SparkmirrorError(f"flow {self.name} stopped: {msg}", cluster=self.flow.target,
+        raise SparkmirrorError(f"flow {self.name} stopped: {msg}",
                                hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
 
     # -- one micro-batch (runs on the driver, inside Spark's foreachBatch) ---------------

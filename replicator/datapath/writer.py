@@ -24,6 +24,7 @@ import pyarrow as pa
 
 ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR"
 METADATA_WAIT_S = 60.0
+_MSG_SIZE_TOO_LARGE = 10  # KafkaError.MSG_SIZE_TOO_LARGE (broker error code)
 
 RUN_SCHEMA = pa.schema(
     [
@@ -78,13 +79,18 @@ class _Placements:
         self.runs: list[_Run] = []
         self.current: dict[tuple[str, int], _Run] = {}
         self.error: str | None = None
+        self.failed: tuple | None = None
         self.delivered = 0
 
     def on_delivery(self, err, msg) -> None:
         key = (msg.topic(), msg.partition())
         src_topic, src_partition, upstream, ts, size = self.queued[key].popleft()
         if err is not None:
-            if self.error is None:
+            # A rejected produce request fails every record batched with the culprit;
+            # for a size rejection, name the largest of them: that is the one to fix.
+            culprit = self.failed
+            if culprit is None or (err.code() == _MSG_SIZE_TOO_LARGE and size > culprit[3]):
+                self.failed = (err, src_topic, src_partition, size, upstream, msg.topic(), msg.partition())
                 self.error = (
                     f"{ERROR_MARKER}: the target rejected a record: {err.str()} "
                     f"(source topic {src_topic} partition {src_partition} offset {upstream} -> "
@@ -193,7 +199,8 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                 break
         if placements.error:
             break
-    remaining = producer.flush(300)
+    producer.flush(300)  # collect every report of a failed request before naming the culprit
+    remaining = len(producer)
     if placements.error or remaining:
         # An idempotent producer that saw a delivery error may be fenced; start afresh.
         _PRODUCERS.pop(spec.producer_config, None)
