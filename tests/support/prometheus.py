@@ -45,6 +45,7 @@ BINARIES = {
     "promtool": ("promtool",),
     "prometheus": ("prometheus",),
     "alertmanager": ("prometheus-alertmanager", "alertmanager"),
+    "amtool": ("amtool",),
 }
 
 
