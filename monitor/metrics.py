@@ -232,3 +232,16 @@ def enabled(spec: MetricSpec, granularity: str) -> bool:
     if spec.level == "topic":
         return granularity != "flow"
     return True
+
+
+def markdown_table() -> str:
+    """The metric table of docs/monitor-status.md (``python -m monitor.metrics`` prints it)."""
+    rows = ["| name | type | labels | level | help |", "| --- | --- | --- | --- | --- |"]
+    for spec in ALL:
+        labels = ", ".join(f"`{label}`" for label in spec.labels) or "-"
+        rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.level} | {spec.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

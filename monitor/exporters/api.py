@@ -1,7 +1,7 @@
 """The /api/status document: an Evaluation as JSON.
 
-By default a flow lists its topics, its groups, every partition that is not OK
-and the ``top`` partitions with the most seconds (then records) of lag; with
+By default a flow lists its topics, its groups, the partitions that are not OK
+(at most SUMMARY_PARTITIONS, ``partitions_omitted`` counts the rest) and the ``top`` partitions with the most seconds (then records) of lag; with
 ``detail=partitions`` it lists every partition. Numbers keep their units in
 their names (``_seconds``, ``_ms`` timestamps), unknown values are ``null``.
 This document is the contract of the status page at ``/`` (issue 6).
@@ -16,6 +16,8 @@ from monitor.evaluator import Evaluation, FlowResult, PartitionResult
 from monitor.exporters.samples import histogram
 
 SCHEMA_VERSION = 1
+#: The summary lists at most this many partitions that are not OK (``detail=partitions`` lists all).
+SUMMARY_PARTITIONS = 100
 
 
 def _plain(obj: Any) -> Any:
@@ -65,7 +67,9 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
     if detail == "partitions":
         doc["partitions"] = [_partition(p) for p in f.partitions]
     else:
-        doc["partitions"] = [_partition(p) for p in f.partitions if p.status != "OK"]
+        unwell = [p for p in f.partitions if p.status != "OK"]
+        doc["partitions"] = [_partition(p) for p in unwell[:SUMMARY_PARTITIONS]]
+        doc["partitions_omitted"] = max(0, len(unwell) - SUMMARY_PARTITIONS)
     return doc
 
 

@@ -41,3 +41,13 @@ def test_import_has_no_side_effects():
         "assert 'confluent_kafka' not in sys.modules and 'aiohttp' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_docs_table_is_generated_from_the_metric_list():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "monitor-status.md").read_text()
+    start = doc.index("\n", doc.index("<!-- metrics-table")) + 1
+    end = doc.index("<!-- /metrics-table -->")
+    assert doc[start:end].strip() == metrics.markdown_table(), \
+        "regenerate the table in docs/monitor-status.md with: python -m monitor.metrics"
