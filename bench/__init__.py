@@ -1,0 +1,1 @@
+"""Benchmarks: sparkmirror vs Apache MirrorMaker 2 vs a raw consume->produce loop."""
