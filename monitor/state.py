@@ -215,11 +215,16 @@ class MonitorState:
                 del state.group_first_seen[group]
 
     # --- end offsets and positions ----------------------------------------------
-    def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None) -> None:
-        """One refresh of every watched partition of the flow; partitions not listed are dropped."""
+    def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None,
+                       keep: set[TopicPartition] = frozenset()) -> None:
+        """One refresh of the flow's watched partitions.
+
+        Partitions neither in ``rows`` nor in ``keep`` (watched but not read this
+        time) are no longer watched and are dropped.
+        """
         state = self.flows[flow]
         at = self.clock() if at is None else at
-        seen = set()
+        seen = set(keep)
         for row in rows:
             key = (row.topic, row.partition)
             seen.add(key)

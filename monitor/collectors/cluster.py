@@ -124,7 +124,12 @@ class ClusterClient:
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def list_offsets(self, partitions: list[tuple[str, int]], spec: str) -> dict[tuple[str, int], int]:
-        """Earliest or latest offset of each partition, in one batched ListOffsets request."""
+        """Earliest or latest offset of each partition, in one batched ListOffsets request.
+
+        A partition that fails on its own (a leader moving: NOT_LEADER) is left out
+        of the result and keeps its previous figures; only when every partition
+        fails is the cluster considered unreachable (the error is raised).
+        """
         if not partitions:
             return {}
         make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
@@ -132,16 +137,24 @@ class ClusterClient:
                                             request_timeout=self.timeout)
         deadline = time.monotonic() + self.timeout + 1
         out = {}
+        first_error: Exception | None = None
         for tp, future in futures.items():
-            info = future.result(max(0.1, deadline - time.monotonic()))
-            out[(tp.topic, tp.partition)] = info.offset
+            try:
+                out[(tp.topic, tp.partition)] = future.result(max(0.1, deadline - time.monotonic())).offset
+            except KafkaException as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            if not out:
+                raise first_error
+            log.debug("ListOffsets on %s: %d of %d partitions failed (%s)", self.alias,
+                      len(partitions) - len(out), len(partitions), describe(first_error))
         return out
 
     def source_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(log start, end) of each partition."""
+        """(log start, end) of each partition that answered both."""
         starts = self.list_offsets(partitions, "earliest")
         ends = self.list_offsets(partitions, "latest")
-        return {key: (starts[key], ends[key]) for key in partitions}
+        return {key: (starts[key], ends[key]) for key in partitions if key in starts and key in ends}
 
     def consumer_groups(self) -> list[str]:
         result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 1)

@@ -75,9 +75,13 @@ class EndOffsetCollector:
                                              [(remote, p) for _, p, remote, exists in watched if exists], "latest")
         source = await self.source.call(self.source.source_offsets, [(t, p) for t, p, _, _ in watched])
         at = time.time()
-        rows = [OffsetsRow(t, p, remote, *source[(t, p)], target_ends.get((remote, p)), syncs[(t, p)])
-                for t, p, remote, _ in watched]
-        self.state.record_offsets(self.flow.name, rows, at)
+        rows, unread = [], set()
+        for t, p, remote, exists in watched:
+            if (t, p) not in source or (exists and (remote, p) not in target_ends):
+                unread.add((t, p))  # this partition failed alone: keep its previous figures
+                continue
+            rows.append(OffsetsRow(t, p, remote, *source[(t, p)], target_ends.get((remote, p)), syncs[(t, p)]))
+        self.state.record_offsets(self.flow.name, rows, at, keep=unread)
         if self.probe is not None:
             probe_started = time.monotonic()
             await self.probe.refresh(self.flow.name)

@@ -3,7 +3,10 @@
 The monitor reads the very mm2.properties MM2 runs with. Before MM2 starts the
 whole topic is lag; once MM2 runs, heartbeat latency appears, records and
 seconds lag fall to 0, the consumer group's checkpoint becomes current, and
-new records are caught up again.
+new records are caught up again. Then MM2 is stopped: the flow turns STOP
+within two heartbeat intervals plus one evaluation, records produced meanwhile
+are exactly the records lag and their age the seconds lag; a restarted MM2
+brings both back to 0.
 """
 
 from __future__ import annotations
@@ -99,5 +102,30 @@ def test_monitor_follows_real_mm2(kafka_clusters, tmp_path, unique):
                                 and s["flows"][0]["replicated_records_total"] >= 50 and s["flows"][0],
                                 60, "the new records replicated")
             assert flow["status"] == "OK", flow["reasons"]
+
+        # Pause replication (stop MM2), produce N records with known timestamps.
+        flow = mon.wait_for(lambda s: s["flows"][0]["status"] == "STOP" and s["flows"][0], 30, "STOP",
+                            interval=0.1)
+        detected = time.time() - flow["heartbeat"]["last_timestamp_ms"] / 1000
+        assert detected <= 2 * 1.0 + 0.5 + 0.3, detected  # 2 heartbeat intervals + one evaluation
+        oldest_ms = int(time.time() * 1000) - 30_000
+        produce_raw(primary, topic, [{"value": b"paused", "partition": 0, "timestamp": oldest_ms + i}
+                                     for i in range(20)])
+        flow = mon.wait_for(lambda s: (topic_lag(s) or {}).get("lag_seconds") and s["flows"][0], 20,
+                            "lag while MM2 is stopped")
+        status = mon.status()
+        p0 = next(p for p in status["flows"][0]["partitions"] if p["topic"] == topic and p["partition"] == 0)
+        assert p0["lag_records"] == 20 and p0["status"] == "STOP"
+        assert abs(p0["lag_seconds"] - (status["generated_at"] - oldest_ms / 1000)) < 1.0
+        # Resume: MM2 continues from its committed source offsets and the lag returns to 0.
+        with MirrorMaker2(mm2.properties, tmp_path / "mm2-again") as again:
+            try:
+                flow = mon.wait_for(lambda s: (topic_lag(s) or {}).get("lag_records") == 0
+                                    and (topic_lag(s) or {}).get("lag_seconds") == 0
+                                    and s["flows"][0]["status"] == "OK" and s["flows"][0], 120, "resumed",
+                                    interval=0.5)
+            except AssertionError:
+                assert again.running(), f"MM2 exited; see {again.log_file}"
+                raise
             print(f"MM2 caught up {caught_up_after:.1f}s after start; mean heartbeat latency {latency * 1000:.0f} ms; "
                   f"checkpoint lag {[cps[0]['lag_records'], cps[1]['lag_records']]}")

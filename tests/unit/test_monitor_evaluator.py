@@ -285,3 +285,15 @@ def test_decode_error_is_first_only_once_per_topic():
     assert state.decode_error("b", "a.heartbeats", "heartbeat") is False
     assert state.decode_error("a", "mm2-offset-syncs.b.internal", "offset-sync") is True
     assert state.decode_errors[("b", "a.heartbeats", "heartbeat")] == 2
+
+
+def test_a_partition_that_failed_alone_keeps_its_figures_and_unwatched_ones_go():
+    state, clock = make_state()
+    state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 10, 4, (0, 0)),
+                                OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))], at=clock.now)
+    state.record_offsets(FLOW, [OffsetsRow("orders", 1, "a.orders", 0, 6, 6, (4, 4))], at=clock.now,
+                         keep={("orders", 0)})
+    parts = state.flows[FLOW].partitions
+    assert parts[("orders", 0)].source_end == 10 and parts[("orders", 1)].source_end == 6
+    state.record_offsets(FLOW, [OffsetsRow("orders", 1, "a.orders", 0, 6, 6, (4, 4))], at=clock.now)
+    assert list(parts) == [("orders", 1)]
