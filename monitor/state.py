@@ -251,8 +251,8 @@ class MonitorState:
             if part.probe is not None and part.probe.position != position.offset:
                 part.probe = None
             if row.source_end is not None:
-                part.window.append(Sample(at, position.offset, records_lag(position.offset, row.source_start, row.source_end),
-                                          row.source_end))
+                lag = records_lag(position.offset, row.source_start, row.source_end)
+                part.window.append(Sample(at, position.offset, lag, row.source_end))
         for key in [k for k in state.partitions if k not in seen]:
             del state.partitions[key]
         state.partitions_read_at = at

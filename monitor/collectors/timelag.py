@@ -38,7 +38,8 @@ class LagProbe:
         todo = []
         for key, part in fs.partitions.items():
             position = part.position.offset
-            if records_lag(position, part.source_start, part.source_end) and (part.probe is None or part.probe.position != position):
+            lagging = records_lag(position, part.source_start, part.source_end)
+            if lagging and (part.probe is None or part.probe.position != position):
                 todo.append((key, position, part.source_end))
         if not todo:
             return

@@ -1,7 +1,8 @@
 """The /api/status document: an Evaluation as JSON.
 
 By default a flow lists its topics, its groups, the partitions that are not OK
-(at most SUMMARY_PARTITIONS, ``partitions_omitted`` counts the rest) and the ``top`` partitions with the most seconds (then records) of lag; with
+(at most SUMMARY_PARTITIONS; ``partitions_omitted`` counts the rest) and the
+``top`` partitions with the most seconds (then records) of lag; with
 ``detail=partitions`` it lists every partition. Numbers keep their units in
 their names (``_seconds``, ``_ms`` timestamps), unknown values are ``null``.
 This document is the contract of the status page at ``/`` (issue 6).
