@@ -1,0 +1,119 @@
+"""The control-plane loops of one flow, started by the replicator job.
+
+``start_control_loops`` is the one place that decides which loops run for a
+flow and on which MM2 interval: checkpoints (``emit.checkpoints.*``), group
+offset sync (``sync.group.offsets.*``, fed by the checkpoint loop), topic config
+sync (``sync.topic.configs.*``) and topic ACL sync (``sync.topic.acls.*``).
+Heartbeats and topic/partition refresh are started by the job itself
+(replicator.control.heartbeats, FlowReplicator.refresh_topics).
+
+Each loop runs on a daemon thread of the driver: it prepares (retrying until it
+succeeds or the job stops), then runs one round per interval. A failed round is
+logged and the next one tries again; a loop never takes the job down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from replicator.control.checkpoints import CheckpointEmitter
+from replicator.control.configsync import AclSync, TopicConfigSync
+from replicator.control.groups import GroupOffsetSync
+from replicator.errors import SparkmirrorError
+
+log = logging.getLogger("sparkmirror.control")
+
+_PREPARE_RETRY_SECONDS = 10.0
+
+
+@dataclass
+class ControlPlane:
+    """The loop objects started for one flow (for logs and tests)."""
+
+    flow: str
+    checkpoints: CheckpointEmitter | None = None
+    group_sync: GroupOffsetSync | None = None
+    config_sync: TopicConfigSync | None = None
+    acl_sync: AclSync | None = None
+    loops: list[str] = field(default_factory=list)
+
+
+def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=None,
+             ready: threading.Event | None = None, close=None) -> None:
+    """``prepare()`` until it works, then ``step()`` every ``interval`` seconds until ``stop``, then ``close()``."""
+    try:
+        _run(name, interval, step, stop, prepare, ready)
+    finally:
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:
+                log.debug("%s: close: %r", name, exc)
+
+
+def _run(name: str, interval: float, step, stop: threading.Event, prepare, ready) -> None:
+    while prepare is not None and not stop.is_set():
+        try:
+            prepare()
+            break
+        except SparkmirrorError as exc:
+            log.error("%s: cannot start yet: %s (retrying in %.0f s)", name, exc, _PREPARE_RETRY_SECONDS)
+        except Exception as exc:
+            log.exception("%s: cannot start yet: %r (retrying in %.0f s)", name, exc, _PREPARE_RETRY_SECONDS)
+        stop.wait(_PREPARE_RETRY_SECONDS)
+    if ready is not None:
+        ready.set()
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            step()
+        except SparkmirrorError as exc:
+            log.error("%s: round failed: %s", name, exc)
+        except Exception as exc:  # a bug or a client failure: keep the loop alive, say what happened
+            log.exception("%s: round failed: %r", name, exc)
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _wait_for(ready: threading.Event, stop: threading.Event) -> None:
+    while not ready.wait(1.0) and not stop.is_set():
+        pass
+
+
+def start_control_loops(config, fr, stop: threading.Event, spawn) -> ControlPlane:
+    """Start the enabled control loops of FlowReplicator ``fr``; ``spawn(name, target, *args)`` runs a thread."""
+    flow = fr.flow
+    plane = ControlPlane(fr.name)
+    checkpoints_interval = flow.interval_seconds("emit.checkpoints")
+    if checkpoints_interval:
+        emitter = CheckpointEmitter(config, flow, source_admin=fr.source_admin, target_admin=fr.target_admin)
+        plane.checkpoints = emitter
+        ready = threading.Event()
+        spawn(f"checkpoints {fr.name}", run_loop, f"checkpoints {fr.name}", float(checkpoints_interval),
+              emitter.emit_once, stop, emitter.prepare, ready, emitter.close)
+        plane.loops.append(f"checkpoints every {checkpoints_interval} s")
+        sync_interval = flow.interval_seconds("sync.group.offsets")
+        if sync_interval:
+            plane.group_sync = GroupOffsetSync(config, flow, emitter, target_admin=fr.target_admin)
+            spawn(f"group offset sync {fr.name}", run_loop, f"group offset sync {fr.name}", float(sync_interval),
+                  plane.group_sync.sync_once, stop, lambda: _wait_for(ready, stop))
+            plane.loops.append(f"group offset sync every {sync_interval} s")
+    elif flow.sync_group_offsets_enabled:
+        log.warning("flow %s: sync.group.offsets.enabled needs emit.checkpoints.enabled (the synced offsets are the "
+                    "checkpoints), so consumer-group offsets are not synced", fr.name)
+    configs_interval = flow.interval_seconds("sync.topic.configs")
+    if configs_interval:
+        plane.config_sync = TopicConfigSync(fr)
+        spawn(f"config sync {fr.name}", run_loop, f"config sync {fr.name}", float(configs_interval),
+              plane.config_sync.sync_once, stop)
+        plane.loops.append(f"topic config sync every {configs_interval} s")
+    acls_interval = flow.interval_seconds("sync.topic.acls")
+    if acls_interval:
+        plane.acl_sync = AclSync(fr)
+        spawn(f"acl sync {fr.name}", run_loop, f"acl sync {fr.name}", float(acls_interval),
+              plane.acl_sync.sync_once, stop)
+        plane.loops.append(f"topic ACL sync every {acls_interval} s")
+    log.info("control plane %s: %s", fr.name, ", ".join(plane.loops) or "no loops enabled")
+    return plane
