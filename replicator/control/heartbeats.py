@@ -58,6 +58,11 @@ class HeartbeatEmitter:
         self._producer.poll(0)
 
     def run(self, stop: threading.Event) -> None:
+        if self.interval <= 0:
+            # MM2 schedules nothing for a negative interval: -1 switches heartbeats off.
+            log.info("heartbeats %s->%s off (emit.heartbeats.interval.seconds = %.0f)", self.flow.source,
+                     self.flow.target, self.interval)
+            return
         try:
             self.prepare()
         except Exception as exc:
