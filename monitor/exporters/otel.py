@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 
 from monitor import metrics as m
 from monitor.evaluator import Evaluation
-from monitor.exporters.samples import samples
+from monitor.exporters.samples import samples, served_specs
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,9 @@ class OtelExporter:
         meter = self.provider.get_meter("sparkmirror.monitor", version)
         self._cache: tuple[Evaluation, dict[str, list[tuple[tuple[str, ...], float]]]] | None = None
         self._latency = None
-        for spec in m.ALL:
+        for spec in served_specs("partition"):
             kwargs = {"unit": spec.otel_unit, "description": spec.help}
-            if spec.kind == "histogram":
+            if spec is m.HEARTBEAT_LATENCY:
                 self._latency = meter.create_histogram(spec.base_name, explicit_bucket_boundaries_advisory=list(
                     spec.buckets or ()), **kwargs)
             elif spec.kind == "counter":

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from monitor import metrics as m
 from monitor.evaluator import Evaluation
-from monitor.exporters.samples import histogram, samples
+from monitor.exporters.samples import histogram, samples, served_specs
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -34,10 +34,7 @@ class EvaluationCollector:
         ev = self.get_evaluation()
         if ev is None:
             return
-        families: dict[str, Metric] = {}
-        for spec in m.ALL:
-            if m.enabled(spec, ev.granularity):
-                families[spec.name] = _family(spec)
+        families = {spec.name: _family(spec) for spec in served_specs(ev.granularity)}
         for spec, labels, value in samples(ev, self.version):
             family = families.get(spec.name)
             if family is not None:

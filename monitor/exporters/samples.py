@@ -16,6 +16,15 @@ from monitor.evaluator import Evaluation, FlowResult
 
 Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 
+#: Levels of the metrics the monitor serves; monitor.metrics may also define metrics other
+#: processes serve (e.g. the replicator's own), which the monitor's exporters leave out.
+MONITOR_LEVELS = frozenset({"monitor", "cluster", "flow", "group", "topic", "partition"})
+
+
+def served_specs(granularity: str) -> list[m.MetricSpec]:
+    """The metrics the monitor exports at ``granularity``."""
+    return [s for s in m.ALL if s.level in MONITOR_LEVELS and m.enabled(s, granularity)]
+
 
 def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
     g = ev.granularity

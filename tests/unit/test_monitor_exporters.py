@@ -16,6 +16,7 @@ from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry, render
+from monitor.exporters.samples import served_specs
 from monitor.state import OffsetsRow, Probe
 from replicator.model.records import Checkpoint, OffsetSync
 from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
@@ -50,8 +51,11 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
     ev, _ = evaluation()
     s = prometheus_samples(ev)
     names = {name for name, _ in s}
-    for spec in metrics.ALL:
+    served = served_specs("partition")
+    for spec in served:
         assert (spec.name + "_bucket" if spec.kind == "histogram" else spec.name) in names, spec.name
+    served_names = {s.name for s in served} | {metrics.HEARTBEAT_LATENCY.name + x for x in ("_bucket", "_count", "_sum")}
+    assert {n[:-len("_total")] + "_total" if n.endswith("_total") else n for n in names} <= served_names
     assert s[("sparkmirror_partition_lag_records", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 7
     assert s[("sparkmirror_partition_lag_seconds", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 42
     assert s[("sparkmirror_topic_lag_records", (("flow", FLOW), ("topic", "orders")))] == 7
@@ -101,7 +105,7 @@ def test_otel_instruments_carry_the_same_names_and_values():
                    (("cluster", "b"), ("record_type", "heartbeat"), ("topic", "a.heartbeats")))].value == 1
     hist = points[("sparkmirror_heartbeat_latency_seconds", (("flow", FLOW),))]
     assert hist.count == 1 and list(hist.explicit_bounds) == list(metrics.LATENCY_BUCKETS)
-    expected = {s.base_name for s in metrics.ALL}
+    expected = {s.base_name for s in served_specs("partition")}
     assert {name for name, _ in points} <= expected
     otel.shutdown()
 
