@@ -74,11 +74,25 @@ def build(overview_uid: str) -> g.Dashboard:
         "1 while heartbeats (or offset-sync progress) arrive on the target.", "short"), w=8, h=8)
     grid.add(ui.timeseries(
         "Batch cadence: offset-sync age", q.offset_sync_age(),
-        "Seconds since the flow's newest offset-sync. The replicator writes the pending offset-sync "
-        "at the end of every micro-batch that copied records, so under steady traffic this stays "
-        "near the batch interval and grows without bound when batches stop. (Stand-in: a replicator "
-        "batch-duration metric is not exported yet.)",
+        "Seconds since the flow's newest offset-sync, as the monitor reads it from the cluster: the "
+        "replicator writes the pending offset-sync at the end of every batch that copied records.",
         ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Replicator batch duration", q.replicator_batch_duration(),
+        "From the replicator's own /metrics: micro-batch duration (write every record, wait for the "
+        "acks, write the offset-syncs) and seconds since the newest batch.",
+        ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Replicator throughput", q.replicator_throughput(),
+        "Records, key+value bytes and batches the replicator wrote per second (its own count, replays "
+        "included).", "short"), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Newest batch latency and partitions", q.replicator_batch_latency(),
+        "Largest target-ack minus source-timestamp in the newest batch, and the source partitions "
+        "the streaming query reads.", "short"), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Internal records written", q.replicator_writes(),
+        "Offset-syncs and heartbeats the replicator wrote per second.", "short"), w=8, h=8)
     grid.add(ui.timeseries(
         "Heartbeats and offset-syncs", q.replicator_activity(),
         "Internal records the monitor reads per second: heartbeats should arrive at the emit interval.",

@@ -177,6 +177,33 @@ def offset_sync_age() -> Query:
     return Query(sel(m.OFFSET_SYNC_AGE, FLOW), "{{flow}}")
 
 
+def replicator_batch_duration() -> list[Query]:
+    def quantile(q: float) -> str:
+        buckets = f"sum by (flow, le) ({rate(m.REPLICATOR_BATCH_DURATION, FLOW, suffix='_bucket')})"
+        return f"histogram_quantile({q}, {buckets})"
+
+    return [Query(quantile(0.5), "{{flow}} p50"), Query(quantile(0.99), "{{flow}} p99"),
+            Query(f"time() - {sel(m.REPLICATOR_LAST_BATCH, FLOW)}", "{{flow}} since last batch")]
+
+
+def replicator_throughput() -> list[Query]:
+    return [
+        Query(rate(m.REPLICATOR_RECORDS, FLOW), "{{flow}} records/s"),
+        Query(rate(m.REPLICATOR_BYTES, FLOW), "{{flow}} bytes/s"),
+        Query(rate(m.REPLICATOR_BATCHES, FLOW), "{{flow}} batches/s"),
+    ]
+
+
+def replicator_batch_latency() -> list[Query]:
+    return [Query(sel(m.REPLICATOR_LATENCY_MAX, FLOW), "{{flow}} max latency"),
+            Query(sel(m.REPLICATOR_PARTITIONS, FLOW), "{{flow}} partitions read")]
+
+
+def replicator_writes() -> list[Query]:
+    return [Query(rate(m.REPLICATOR_OFFSET_SYNCS, FLOW), "{{flow}} offset-syncs written/s"),
+            Query(rate(m.REPLICATOR_HEARTBEATS_SENT, FLOW), "{{flow}} heartbeats written/s")]
+
+
 def replicator_activity() -> list[Query]:
     return [
         Query(rate(m.HEARTBEATS, FLOW), "{{flow}} heartbeats/s"),

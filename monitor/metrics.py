@@ -44,7 +44,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )
 
-_UCUM = {"seconds": "s", "records": "{record}", "": "1"}
+_UCUM = {"seconds": "s", "records": "{record}", "bytes": "By", "": "1"}
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,41 @@ LAST_EVALUATION = _m(
 MONITOR_INFO = _m(
     "monitor_info", "gauge", "", ("version", "granularity"),
     "Always 1; labels describe the running monitor.", level="monitor")
+
+# --- the replicator's own figures (served by `sparkmirror replicate` on its driver,
+# --metrics-listen, default 127.0.0.1:9465; not by the monitor) ---------------
+BATCH_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+REPLICATOR_BATCHES = _m(
+    "replicator_batches_total", "counter", "", F,
+    "Micro-batches the flow's streaming query committed.", level="replicator")
+REPLICATOR_RECORDS = _m(
+    "replicator_records_total", "counter", "records", F,
+    "Records the replicator wrote to the target (acknowledged), replays after a crash included.",
+    level="replicator")
+REPLICATOR_BYTES = _m(
+    "replicator_bytes_total", "counter", "bytes", F,
+    "Key and value bytes the replicator wrote to the target.", level="replicator")
+REPLICATOR_OFFSET_SYNCS = _m(
+    "replicator_offset_syncs_total", "counter", "", F,
+    "Offset-sync records the replicator wrote.", level="replicator")
+REPLICATOR_HEARTBEATS_SENT = _m(
+    "replicator_heartbeats_sent_total", "counter", "", F,
+    "Heartbeats the replicator wrote for the cluster pair (flow label: source->target of the pair).",
+    level="replicator")
+REPLICATOR_BATCH_DURATION = _m(
+    "replicator_batch_duration_seconds", "histogram", "seconds", F,
+    "Duration of a micro-batch on the driver: write every record, wait for the acks, write the "
+    "offset-syncs.", level="replicator", buckets=BATCH_BUCKETS)
+REPLICATOR_LATENCY_MAX = _m(
+    "replicator_batch_latency_max_seconds", "gauge", "seconds", F,
+    "Largest target-ack time minus source record timestamp in the newest non-empty batch.",
+    level="replicator")
+REPLICATOR_LAST_BATCH = _m(
+    "replicator_last_batch_timestamp_seconds", "gauge", "seconds", F,
+    "When the flow's newest batch finished (epoch seconds).", level="replicator")
+REPLICATOR_PARTITIONS = _m(
+    "replicator_partitions", "gauge", "", F,
+    "Source partitions the flow's streaming query reads.", level="replicator")
 
 #: Every metric, in exposition order.
 ALL: tuple[MetricSpec, ...] = tuple(v for v in list(globals().values()) if isinstance(v, MetricSpec))

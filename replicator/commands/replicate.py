@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--max-records-per-batch", type=int, default=None,
                    help="cap on records per micro-batch across all partitions (Spark maxOffsetsPerTrigger)")
     p.add_argument("--spark-ui", action="store_true", help="enable the Spark UI")
+    p.add_argument("--metrics-listen", default="127.0.0.1:9465", metavar="HOST:PORT",
+                   help="serve the replicator's own Prometheus metrics here (default 127.0.0.1:9465; 'off' disables)")
     p.set_defaults(func=_run)
 
 
@@ -30,6 +32,10 @@ def _run(args) -> int:
     from replicator.datapath.job import ReplicatorJob
     from replicator.model.config import load_config
 
+    from replicator.datapath.progress import parse_listen
+
+    listen = parse_listen(args.metrics_listen)
     config = load_config(args.config)
     return ReplicatorJob(config, args.checkpoint_dir, master=args.master,
-                         max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui).run()
+                         max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
+                         metrics_listen=listen).run()

@@ -16,6 +16,7 @@ import time
 
 from replicator.control.clients import admin, producer
 from replicator.control.topics import ensure_internal_topic
+from replicator.datapath.progress import metrics
 from replicator.model.records import Heartbeat
 
 log = logging.getLogger("sparkmirror.heartbeats")
@@ -38,10 +39,12 @@ class HeartbeatEmitter:
 
     def emit_once(self) -> None:
         hb = Heartbeat(self.flow.source, self.flow.target, int(time.time() * 1000))
+        sent_metric = metrics().heartbeats.labels(f"{self.flow.source}->{self.flow.target}")
 
         def on_delivery(err, msg):
             if err is None:
                 self.sent += 1
+                sent_metric.inc()
             else:
                 self.failed += 1
                 now = time.monotonic()

@@ -26,6 +26,7 @@ from pathlib import Path
 from replicator.control.clients import admin, client_conf, producer
 from replicator.control.offsetsyncs_reader import spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
+from replicator.datapath.progress import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition
 from replicator.errors import ClusterError, SparkmirrorError
 from replicator.model.offsets import OffsetSyncEmitter
@@ -159,6 +160,7 @@ class FlowReplicator:
             .foreachBatch(handler)
             .start()
         )
+        metrics().partitions.labels(self.name).set(sum(self.assignment.values()))
         log.info("flow %s: streaming %d topics (%d partitions) -> %s, checkpoint %s", self.name,
                  len(self.assignment), sum(self.assignment.values()), self.flow.target, self.checkpoint_dir)
 
@@ -245,6 +247,7 @@ class FlowReplicator:
         st.last_batch_at = time.time()
         st.last = {"batch": batch_id, "records": records, "bytes": nbytes, "seconds": duration,
                    "max_latency_ms": max_latency}
+        metrics().batch(self.name, records, nbytes, len(syncs), duration, max_latency, st.last_batch_at)
         if records:
             log.info(
                 "flow %s batch %d: %d records, %.1f MB, %.0f records/s, %.2f s, max source->target latency %.2f s, %d offset-syncs",

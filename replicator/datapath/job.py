@@ -24,7 +24,9 @@ log = logging.getLogger("sparkmirror.replicate")
 
 class ReplicatorJob:
     def __init__(self, config, checkpoint_dir: Path, master: str | None = None,
-                 max_records_per_batch: int | None = None, ui: bool = False) -> None:
+                 max_records_per_batch: int | None = None, ui: bool = False,
+                 metrics_listen: tuple[str, int] | None = None) -> None:
+        self.metrics_listen = metrics_listen
         self.config = config
         self.checkpoint_dir = Path(checkpoint_dir)
         self.master = master
@@ -78,6 +80,9 @@ class ReplicatorJob:
         self._install_signal_handlers()
         from replicator.datapath.spark import build_session
 
+        from replicator.datapath.progress import metrics
+
+        metrics().serve(self.metrics_listen)
         self.spark = build_session(self.master, ui=self.ui)
         try:
             # Heartbeats topics first, so the flows' first topic discovery already sees them.

@@ -252,6 +252,16 @@ def test_progress_lines_and_sigterm(replication):
     r = replication
     rep = r["rep"]
     rep.wait_for_log("records/s", timeout=60)
+    # the same figures, for Prometheus and the monitor, on the driver
+    text = rep.metrics_text()
+    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+               if line.startswith("sparkmirror_replicator_") and " " in line}
+    flow = 'flow="primary->dr"'
+    assert samples[f"sparkmirror_replicator_records_total{{{flow}}}"] >= sum(r["sent"].values())
+    assert samples[f"sparkmirror_replicator_batches_total{{{flow}}}"] >= 1
+    assert samples[f"sparkmirror_replicator_batch_duration_seconds_count{{{flow}}}"] >= 1
+    assert samples[f"sparkmirror_replicator_partitions{{{flow}}}"] >= 1 + 5 + 12
+    assert samples['sparkmirror_replicator_heartbeats_sent_total{flow="dr->primary"}'] >= 1
     assert rep.terminate() == 0
     log = rep.log()
     assert "received SIGTERM" in log

@@ -35,7 +35,10 @@ class Replicator:
 
     def __init__(self, config: Path, checkpoint_dir: Path, log_file: Path, extra_args: list[str] | None = None):
         self.config, self.checkpoint_dir, self.log_file = config, checkpoint_dir, log_file
-        self.extra_args = extra_args or []
+        from replicator.devenv.kafka import free_port
+
+        self.metrics_port = free_port()
+        self.extra_args = ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *(extra_args or [])]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Replicator":
@@ -48,6 +51,12 @@ class Replicator:
             start_new_session=True,
         )
         return self
+
+    def metrics_text(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            return resp.read().decode()
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
