@@ -24,6 +24,8 @@ import pyarrow as pa
 
 ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR"
 METADATA_WAIT_S = 60.0
+POLL_EVERY = 256  # serve delivery reports every N records, not after each one
+FLUSH_TIMEOUT_S = 300.0
 _MSG_SIZE_TOO_LARGE = 10  # KafkaError.MSG_SIZE_TOO_LARGE (broker error code)
 
 RUN_SCHEMA = pa.schema(
@@ -81,6 +83,9 @@ class _Placements:
         self.error: str | None = None
         self.failed: tuple | None = None
         self.delivered = 0
+        # Ack time for latency, refreshed before every poll instead of read per record:
+        # delivery reports are only ever handed over inside poll/flush.
+        self.now_ms = int(time.time() * 1000)
 
     def on_delivery(self, err, msg) -> None:
         key = (msg.topic(), msg.partition())
@@ -98,7 +103,6 @@ class _Placements:
                 )
             return
         downstream = msg.offset()
-        now_ms = int(time.time() * 1000)
         run = self.current.get(key)
         if run is None or upstream != run.u0 + run.n or downstream != run.d0 + run.n:
             run = _Run(src_topic, src_partition, upstream, downstream)
@@ -106,7 +110,7 @@ class _Placements:
             self.runs.append(run)
         run.n += 1
         run.bytes += size
-        latency = now_ms - ts
+        latency = self.now_ms - ts
         if latency > run.max_latency:
             run.max_latency = latency
         if run.min_ts is None or ts < run.min_ts:
@@ -145,7 +149,8 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
         values = rb.column("value").to_pylist()
         # Kafka timestamps are milliseconds; Spark holds them as microseconds.
         stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        headers = rb.column("headers").to_pylist()
+        hcol = rb.column("headers")
+        headers = None if hcol.null_count == rb.num_rows else hcol.to_pylist()
         for i in range(rb.num_rows):
             src_topic = topics[i]
             target = topic_map.get(src_topic)
@@ -156,7 +161,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                 )
             partition = partitions[i]
             ts = stamps[i] // 1000
-            hdrs = headers[i]
+            hdrs = headers[i] if headers is not None else None
             hdr_list = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
             key, value = keys[i], values[i]
             size = (len(key) if key else 0) + (len(value) if value else 0)
@@ -194,12 +199,18 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                         f"{spec.source_alias} topic {src_topic} partition {partition} offset {offsets[i]} -> "
                         f"cluster {spec.target_alias} topic {target}, {size} bytes)"
                     ) from None
-            producer.poll(0)
-            if placements.error:
-                break
+            if i % POLL_EVERY == 0:
+                placements.now_ms = int(time.time() * 1000)
+                producer.poll(0)
+                if placements.error:
+                    break
         if placements.error:
             break
-    producer.flush(300)  # collect every report of a failed request before naming the culprit
+    # Wait for every report (also those of a failed request, to name its culprit).
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while len(producer) and time.monotonic() < deadline:
+        placements.now_ms = int(time.time() * 1000)
+        producer.poll(0.01)
     remaining = len(producer)
     if placements.error or remaining:
         # An idempotent producer that saw a delivery error may be fenced; start afresh.
@@ -209,7 +220,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     if remaining:
         raise RuntimeError(
             f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {spec.target_alias} "
-            "within 300 s; the batch will be replayed"
+            f"within {FLUSH_TIMEOUT_S:.0f} s; the batch will be replayed"
         )
     rows = placements.runs
     yield pa.RecordBatch.from_arrays(
