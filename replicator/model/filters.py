@@ -16,26 +16,24 @@ MM2 joins all entries with ``|`` into one regex; sparkmirror compiles each entry
 its own so that an error names the entry at fault and an entry cannot change the
 meaning of its neighbours (only an entry that is not valid on its own differs).
 
-Pathological regexes: Python's ``re`` (like Java's) backtracks, so a pattern with
-nested unbounded quantifiers such as ``(a+)+`` or ``(.*)*`` can take exponential
-time on an unlucky name. A cheap structural check flags such patterns at
-construction (logged once, listed in ``risky_patterns``); they are not rejected,
-because the same shape is often harmless (``(\\w+\\.)*orders``). Full
-catastrophic-backtracking analysis (ambiguity of the repeated bodies, or matching
-under a time budget) is not done yet.
+Catastrophic backtracking: Python's ``re`` (like Java's) backtracks, so a pattern
+such as ``(a+)+$`` (exponential) or ``(.*a){20}`` (n^20) can take minutes on one
+unlucky name, and a filter runs on every topic and group at every refresh. Such
+patterns are refused with a ConfigError when the filter is built
+(``replicator.model.backtracking`` says why); the regex is never run. Harmless
+nested shapes such as ``(\\w+\\.)*orders`` and possessive or atomic forms
+(``a++``, ``(?>a+)+``) are accepted.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import warnings
 from collections.abc import Iterable
 
 from replicator.errors import ConfigError
+from replicator.model.backtracking import backtracking_risk
 from replicator.model.policy import ReplicationPolicy
-
-log = logging.getLogger(__name__)
 
 DEFAULT_TOPICS: tuple[str, ...] = (".*",)
 DEFAULT_TOPICS_EXCLUDE: tuple[str, ...] = (r".*[\-\.]internal", r".*\.replica", r"__.*")
@@ -43,10 +41,8 @@ DEFAULT_GROUPS: tuple[str, ...] = (".*",)
 DEFAULT_GROUPS_EXCLUDE: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
 
 try:  # private, but stable across 3.11-3.13; the check is skipped if it moves
-    from re import _constants as _sre_c
     from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover
-    _sre_c = None
     _sre_parse = None
 
 
@@ -59,10 +55,10 @@ def _compile(pattern: object, setting: str) -> re.Pattern[str]:
             if _sre_parse is not None:
                 # re.compile is cached and warns only once per process; the parser always warns.
                 _sre_parse.parse(pattern)
-            return re.compile(pattern)
+            compiled = re.compile(pattern)
         except FutureWarning as exc:
             raise ConfigError(
-                f"{setting}: pattern {pattern!r} uses Java-only character-class syntax ({exc})",
+                f"{setting}: pattern {_shown(pattern)} uses Java-only character-class syntax ({exc})",
                 hint="list the characters explicitly, e.g. [a-wyz] instead of [a-z&&[^x]]",
             ) from None
         except re.error as exc:
@@ -70,45 +66,22 @@ def _compile(pattern: object, setting: str) -> re.Pattern[str]:
             if "\\Q" in pattern:
                 hint = "\\Q...\\E quoting is Java-only; escape the characters with a backslash"
             raise ConfigError(
-                f"{setting}: pattern {pattern!r} is not a valid regex ({exc})", hint=hint
+                f"{setting}: pattern {_shown(pattern)} is not a valid regex ({exc})", hint=hint
             ) from None
+    risk = backtracking_risk(pattern)
+    if risk is not None:
+        raise ConfigError(
+            f"{setting}: pattern {_shown(pattern)} would backtrack catastrophically: {risk}",
+            hint="refused so that one topic or group name cannot stall replication; drop the nested "
+            "repeat ((a+)+ -> a+), split it into several comma-separated entries, or make the "
+            "repeat possessive (a++) or atomic ((?>...)), which Java's regex reads the same way",
+        )
+    return compiled
 
 
-def _has_nested_unbounded_repeat(pattern: str) -> bool:
-    """True if an unbounded quantifier sits inside another unbounded quantifier."""
-    if _sre_parse is None or _sre_c is None:
-        return False
-    try:
-        parsed = _sre_parse.parse(pattern)
-    except Exception:  # already compiled fine; never fail the filter over the check
-        return False
-    repeats = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT}
-
-    def walk(items: Iterable[tuple[object, object]], inside_unbounded: bool) -> bool:
-        for op, av in items:
-            if op in repeats:
-                _low, high, body = av  # type: ignore[misc]
-                unbounded = high == _sre_c.MAXREPEAT
-                if unbounded and inside_unbounded:
-                    return True
-                if walk(body, inside_unbounded or unbounded):
-                    return True
-            elif op == _sre_c.SUBPATTERN:
-                if walk(av[-1], inside_unbounded):  # type: ignore[index]
-                    return True
-            elif op == _sre_c.BRANCH:
-                if any(walk(branch, inside_unbounded) for branch in av[1]):  # type: ignore[index]
-                    return True
-            elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
-                if walk(av[1], inside_unbounded):  # type: ignore[index]
-                    return True
-            # ATOMIC_GROUP and POSSESSIVE_REPEAT never backtrack into their body.
-        return False
-
-    try:
-        return walk(parsed, False)
-    except Exception:  # pragma: no cover - parser shape changed
-        return False
+def _shown(pattern: str, limit: int = 200) -> str:
+    """The pattern for a message: repr, cut short (a value can be megabytes long)."""
+    return repr(pattern) if len(pattern) <= limit else f"{pattern[:limit]!r}... ({len(pattern)} characters)"
 
 
 class _PatternList:
@@ -122,16 +95,6 @@ class _PatternList:
         self.exclude = tuple(exclude)
         self._include = [_compile(p, kind) for p in self.include]
         self._exclude = [_compile(p, f"{kind}.exclude") for p in self.exclude]
-        self.risky_patterns = [
-            p for p in (*self.include, *self.exclude) if _has_nested_unbounded_repeat(p)
-        ]
-        for p in self.risky_patterns:
-            log.warning(
-                "%s pattern %r nests unbounded quantifiers and may backtrack exponentially "
-                "on some names; consider a possessive (a++) or atomic ((?>...)) form",
-                kind,
-                p,
-            )
 
     def accepts(self, name: str) -> bool:
         if not any(p.fullmatch(name) for p in self._include):
@@ -150,7 +113,6 @@ class TopicFilter:
         self._patterns = _PatternList(include, exclude, "topics")
         self.include = self._patterns.include
         self.exclude = self._patterns.exclude
-        self.risky_patterns = self._patterns.risky_patterns
 
     def __repr__(self) -> str:
         return f"TopicFilter(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
@@ -170,7 +132,6 @@ class GroupFilter:
         self._patterns = _PatternList(include, exclude, "groups")
         self.include = self._patterns.include
         self.exclude = self._patterns.exclude
-        self.risky_patterns = self._patterns.risky_patterns
 
     def __repr__(self) -> str:
         return f"GroupFilter(include={list(self.include)!r}, exclude={list(self.exclude)!r})"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -129,14 +127,15 @@ def test_a_single_string_is_not_a_pattern_list():
         TopicFilter("orders", [])  # type: ignore[arg-type]
 
 
-def test_risky_patterns_are_flagged_not_rejected(caplog):
-    with caplog.at_level(logging.WARNING):
-        f = TopicFilter(["(a+)+b", "orders", r"(\w+\.)*x"], ["(?>a+)+", "a++"])
-    assert f.risky_patterns == ["(a+)+b", r"(\w+\.)*x"]
-    assert "(a+)+b" in caplog.text
-    assert f.should_replicate_topic("orders")
-    assert TopicFilter().risky_patterns == []
-    assert GroupFilter().risky_patterns == []
+def test_catastrophic_patterns_are_refused_harmless_nesting_is_not():
+    for bad in ["(a+)+b", "(.*a){20}"]:
+        with pytest.raises(ConfigError, match="backtrack catastrophically") as info:
+            TopicFilter(["orders", bad], [])
+        assert repr(bad) in str(info.value) and "possessive" in info.value.hint
+    with pytest.raises(ConfigError, match="groups.exclude"):
+        GroupFilter([".*"], ["(x+x+)+y"])
+    f = TopicFilter(["orders", r"(\w+\.)*x"], ["(?>a+)+", "a++"])
+    assert f.should_replicate_topic("orders") and f.should_replicate_topic("a.b.x")
 
 
 # --- shouldReplicateTopic ------------------------------------------------------------
