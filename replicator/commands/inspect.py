@@ -3,7 +3,10 @@
 Reads heartbeats (``heartbeats``, ``A.heartbeats``), checkpoints
 (``A.checkpoints.internal``) or offset-syncs (``mm2-offset-syncs.B.internal``)
 from a cluster of the configuration and prints each record with its partition,
-offset and timestamp — as text, or one JSON object per line with ``--json``.
+offset and timestamp — as text, or one JSON object per line with ``--json``
+(``{"partition", "offset", "timestamp_ms", "type", "record": {...}}``; the
+decoded fields are nested because a checkpoint or offset-sync has a partition
+field of its own).
 The record type follows from the topic name under the flows' replication
 policy. A record that does not decode is printed as an error line with its raw
 bytes; it never stops the listing. Works the same on topics written by Apache MM2.
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                           f"{rec.partition}/{rec.offset} {_iso(rec.timestamp_ms)} ERROR {exc} "
                           f"(key {row['key_hex']}, value {row['value_hex']})\n")
                 continue
-            row.update(fields)
+            row["record"] = fields  # nested: checkpoints and offset-syncs have a partition of their own
             out.write(json.dumps(row) + "\n" if args.json else
                       f"{rec.partition}/{rec.offset} {_iso(rec.timestamp_ms)} {_text(record_type, fields)}\n")
         present = reader.present
@@ -130,7 +133,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="print the decoded records of a live MM2 internal topic (heartbeats, checkpoints, offset-syncs)",
         description=(
             "Read TOPIC on cluster ALIAS of CONFIG from the beginning (or its last N records per partition) to "
-            "its current end and print every record decoded, with partition, offset and timestamp. The record "
+            "its current end and print every record decoded, with partition, offset and timestamp (with --json: "
+            "one object per line, the decoded fields under \"record\"). The record "
             "type follows from the topic name: heartbeats, <alias>.heartbeats, <alias>.checkpoints.internal, "
             "mm2-offset-syncs.<alias>.internal."
         ),

@@ -307,14 +307,14 @@ def test_inspect_live_internal_topics(run):
     out = _cli("inspect", config, "--cluster", "dr", "--topic", "primary.checkpoints.internal", "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert rows and all({"partition", "offset", "timestamp_ms", "group", "topic"} <= set(r) for r in rows)
-    assert any(r["group"] in run["behind"] and r["topic"] == f"primary.{t['big']}" for r in rows)
+    assert rows and all({"partition", "offset", "timestamp_ms", "record"} <= set(r) for r in rows)
+    assert any(r["record"]["group"] in run["behind"] and r["record"]["topic"] == f"primary.{t['big']}" for r in rows)
 
     out = _cli("inspect", config, "--cluster", "primary", "--topic", "mm2-offset-syncs.dr.internal", "--limit", "5",
                "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(rows) == 5 and all(r["type"] == "offset-sync" and "upstream_offset" in r for r in rows)
+    assert len(rows) == 5 and all(r["type"] == "offset-sync" and "upstream_offset" in r["record"] for r in rows)
 
     out = _cli("inspect", config, "--cluster", "dr", "--topic", "heartbeats", "--limit", "3")
     assert out.returncode == 0, out.stderr
