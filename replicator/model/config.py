@@ -117,9 +117,13 @@ def java_list(raw: str) -> list[str]:
 
 
 def _integer(raw: str) -> int:
-    if not _INTEGER.fullmatch(raw.strip()):
-        raise _Invalid(f"must be a whole number, got {raw.strip()!r}")
-    return int(raw.strip())
+    text = raw.strip()
+    if not _INTEGER.fullmatch(text):
+        raise _Invalid(f"must be a whole number, got {text!r}")
+    digits = len(text.lstrip("+-").lstrip("0"))
+    if digits > 19:  # also keeps int() under Python's 4300-digit limit (a ValueError otherwise)
+        raise _Invalid(f"is a {digits}-digit number; MM2 reads it as a Java long (at most {2**63 - 1})")
+    return int(text)
 
 
 def _bool(raw: str) -> bool:
