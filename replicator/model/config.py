@@ -94,6 +94,10 @@ _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]+)")
 _PLACEHOLDER = re.compile(r".*<[^<>]*>.*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _GLOB_STAR = re.compile(r"(?<![.)\]}\\])\*")  # a '*' with nothing to repeat
+# Java's int and long (MM2's ConfigDef types) and Kafka's INT16 replication factor bound the numbers;
+# a loop interval also has to fit every timer that waits for it (threading's limit is 2^33 s).
+_INT16_MAX, _INT32_MAX, _INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+_MAX_INTERVAL = _INT32_MAX
 
 
 def is_cluster_client_key(key: str) -> bool:
@@ -135,6 +139,9 @@ def _bool(raw: str) -> bool:
 
 def _interval(raw: str) -> int:
     seconds = _integer(raw)
+    if seconds > _MAX_INTERVAL:
+        raise _Invalid(f"must be at most {_MAX_INTERVAL} seconds (68 years), got {seconds}",
+                       "use -1 to switch the loop off")
     if seconds == -1 or seconds > 0:
         return seconds  # MM2 schedules nothing for a negative interval: -1 means "off"
     raise _Invalid(f"must be a positive number of seconds, or -1 to disable, got {seconds}")
@@ -145,7 +152,8 @@ def _at_least(minimum: int, *, minus_one: str | None = None, maximum: int | None
         value = _integer(raw)
         if (minus_one and value == -1) or (value >= minimum and (maximum is None or value <= maximum)):
             return value
-        bound = f"between {minimum} and {maximum}" if maximum else f"at least {minimum}"
+        bound = f"between {minimum} and {maximum}" if maximum is not None and value > maximum else \
+            f"at least {minimum}"
         raise _Invalid(f"must be {bound}{f' (or -1 for {minus_one})' if minus_one else ''}, got {value}")
     return parse
 
@@ -208,14 +216,15 @@ _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
     "replication_policy_class": ("replication.policy.class", _policy, DEFAULT_POLICY),
     "replication_policy_separator": ("replication.policy.separator", _separator, "."),
     "internal_topic_separator_enabled": ("replication.policy.internal.topic.separator.enabled", _bool, "true"),
-    "replication_factor": ("replication.factor", _at_least(1, minus_one="the broker default"), "2"),
+    "replication_factor": ("replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX),
+                           "2"),
     "heartbeats_topic_replication_factor": (
-        "heartbeats.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=32767), "3"),
+        "heartbeats.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
     "checkpoints_topic_replication_factor": (
-        "checkpoints.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=32767), "3"),
+        "checkpoints.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
     "offset_syncs_topic_replication_factor": (
-        "offset-syncs.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=32767), "3"),
-    "offset_lag_max": ("offset.lag.max", _at_least(0), "100"),
+        "offset-syncs.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
+    "offset_lag_max": ("offset.lag.max", _at_least(0, maximum=_INT64_MAX), "100"),
     "emit_heartbeats_enabled": ("emit.heartbeats.enabled", _bool, "true"),
     "emit_heartbeats_interval_seconds": ("emit.heartbeats.interval.seconds", _interval, "1"),
     "emit_checkpoints_enabled": ("emit.checkpoints.enabled", _bool, "true"),
@@ -232,7 +241,7 @@ _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
     "sync_topic_acls_interval_seconds": ("sync.topic.acls.interval.seconds", _interval, "600"),
     "emit_offset_syncs_enabled": ("emit.offset-syncs.enabled", _bool, "true"),
     "offset_syncs_topic_location": ("offset-syncs.topic.location", _choice("source", "target"), "source"),
-    "tasks_max": ("tasks.max", _at_least(1), "1"),
+    "tasks_max": ("tasks.max", _at_least(1, maximum=_INT32_MAX), "1"),
 }
 FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
 _EXACTLY_ONCE = _choice("disabled", "preparing", "enabled", lower=True)
