@@ -504,6 +504,10 @@ class _Builder:
             self.warnings.append(ConfigWarning(message, self.path, line))
 
     def build(self) -> MM2Config:
+        for entry in self.entries.values():
+            if "\x00" in entry.key or "\x00" in entry.value:  # the value is not shown: it may be a password
+                self.error(f"`{entry.key.replace(chr(0), '<NUL>')}` contains a NUL character (byte 0)", entry.line,
+                           hint="remove it: no Kafka setting holds one, and librdkafka reads settings as C strings")
         for dup in self.entries.duplicates:
             self.warn(f"`{dup.key}` is set again here; this value wins over line {dup.previous_line}", dup.line)
         aliases, clusters_line = self._read_clusters()
