@@ -464,6 +464,11 @@ def load_config(path: str | Path) -> MM2Config:
     except OSError as exc:
         raise ConfigErrors([ConfigError(f"cannot read the configuration: {exc.strerror or exc}", file=str(path),
                                         hint="give the path of an mm2.properties file")]) from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigErrors([ConfigError(
+            "the file is UTF-16 (it starts with a UTF-16 byte-order mark); MM2 reads mm2.properties as "
+            "ISO-8859-1 and would find no setting in it", file=str(path), line=1,
+            hint="save it as UTF-8 or plain ASCII text")])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -535,6 +540,13 @@ class _Builder:
     def _read_clusters(self) -> tuple[list[str] | None, int]:
         entry = self.entries.get("clusters")
         if entry is None:
+            marked = next((e for k, e in self.entries.items()
+                           if k in ("\ufeffclusters", "\u00ef\u00bb\u00bfclusters")), None)
+            if marked is not None:  # Java reads the UTF-8 byte-order mark as part of the first key
+                self.error("the file starts with a UTF-8 byte-order mark, so the first key reads as "
+                           f"{marked.key!r}, not `clusters` (MM2 reads it the same way)", marked.line,
+                           hint="save the file as UTF-8 without a byte-order mark")
+                return None, marked.line
             self.error("no `clusters` line: MM2 needs the list of cluster aliases", 1,
                        hint="add e.g. `clusters = primary, dr`")
             return None, 1
