@@ -96,7 +96,7 @@ def test_known_lag_in_records_and_seconds_then_caught_up(kafka_clusters, tmp_pat
     f.sync(1, 2, 2)
     f.start_heartbeats()
     try:
-        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
             mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 0, 20, "lag 0 at start")
             # Replication "paused": 7 new source records, the oldest 42 s old.
             oldest_ms = int(time.time() * 1000) - 42_000
@@ -147,7 +147,7 @@ def test_heartbeats_stop_turns_the_flow_stop(kafka_clusters, tmp_path, unique):
     f.sync(0, 0, 0)  # ... but only one record copied: lag 2 while the replicator is gone
     f.copy(0, 1, int(time.time() * 1000))
     f.start_heartbeats(every=0.2)
-    with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+    with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
         mon.wait_for(lambda s: s["flows"][0]["heartbeat"]["received_total"] > 2, 20, "heartbeats")
         assert mon.flow(f.name)["status"] != "STOP"
         f.stop_heartbeats()
@@ -189,7 +189,7 @@ def test_checkpoint_lag_age_and_missing_checkpoints(kafka_clusters, tmp_path, un
                                       for cp, ts in cps])
     f.start_heartbeats()
     try:
-        with RunningMonitor(f.config, topics_exclude=["heartbeats"], checkpoint_timeout=2.0) as mon:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"], checkpoint_timeout=2.0) as mon:
             def groups_ready(s):
                 groups = {g["group"]: g for g in s["flows"][0]["groups"]}
                 return len(groups) == 3 and groups[missing]["missing"] == 1 and groups
@@ -226,7 +226,7 @@ def test_data_loss_after_delete_records_is_counted(kafka_clusters, tmp_path, uni
         fut.result(30)
     f.start_heartbeats()
     try:
-        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
             flow = mon.wait_for(lambda s: s["flows"][0]["data_lost_records_total"] == 3 and s["flows"][0], 20,
                                 "data loss counted")
             p0 = partition_of(flow, f.topic, 0)
@@ -258,7 +258,7 @@ def test_garbage_on_internal_topics_is_counted_logged_once_and_skipped(kafka_clu
     f.start_heartbeats()
     caplog.set_level(logging.WARNING, logger="monitor")
     try:
-        with RunningMonitor(f.config, topics_exclude=["heartbeats"]) as mon:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
             mon.wait_for(lambda s: len(s["decode_errors"]) == 3 and s["flows"][0]["heartbeat"]["received_total"]
                          and s["flows"][0]["lag"]["records"] is not None, 20, "decode errors on three topics")
             m = mon.metrics()

@@ -93,13 +93,17 @@ def test_monitor_follows_real_mm2(kafka_clusters, tmp_path, unique):
                     assert gp["checkpoint_upstream"] == gp["committed"]
                     assert 0 <= gp["lag_records"] <= gp["committed"]
                     assert gp["lag_records"] == gp["translated"] - gp["checkpoint_downstream"]
-            assert flow["heartbeat"]["age_seconds"] < 5
+            # The source's `heartbeats` topic is shared by every test of the session, so MM2 first
+            # copies an old backlog of other writers' heartbeats: wait until it is through that,
+            # then the newest heartbeat is fresh and travelled fast.
+            flow = mon.wait_for(lambda s: s["flows"][0]["heartbeat"]["age_seconds"] is not None
+                                and s["flows"][0]["heartbeat"]["age_seconds"] < 5
+                                and 0 <= (s["flows"][0]["heartbeat"]["latency"]["last_seconds"] or 0) < 5
+                                and s["flows"][0], 60, "a fresh heartbeat")
             m = mon.metrics()
             assert sample(m, "sparkmirror_topic_lag_records", flow=flow_name, topic=topic) == 0
             assert sample(m, "sparkmirror_heartbeat_latency_seconds_count", flow=flow_name) >= 1
-            latency = (sample(m, "sparkmirror_heartbeat_latency_seconds_sum", flow=flow_name)
-                       / sample(m, "sparkmirror_heartbeat_latency_seconds_count", flow=flow_name))
-            assert 0 <= latency < 5
+            latency = flow["heartbeat"]["latency"]["last_seconds"]
             assert sample(m, "sparkmirror_offset_syncs_total", flow=flow_name) >= 2
 
             # New records are replicated and the lag returns to 0.
@@ -113,7 +117,10 @@ def test_monitor_follows_real_mm2(kafka_clusters, tmp_path, unique):
         flow = mon.wait_for(lambda s: s["flows"][0]["status"] == "STOP" and s["flows"][0], 30, "STOP",
                             interval=0.1)
         detected = time.time() - flow["heartbeat"]["last_timestamp_ms"] / 1000
-        assert detected <= 2 * 1.0 + 0.5 + 0.3, detected  # 2 heartbeat intervals + one evaluation
+        # STOP follows the rule (heartbeat older than 2 intervals), evaluated every 0.5 s; the
+        # test polls the API every 0.1 s. The bound keeps 2 s of slack for a loaded 2-core CI machine:
+        # it checks the rule, not the speed.
+        assert 2 * 1.0 <= detected <= 2 * 1.0 + 0.5 + 2.0, detected
         oldest_ms = int(time.time() * 1000) - 30_000
         produce_raw(primary, topic, [{"value": b"paused", "partition": 0, "timestamp": oldest_ms + i}
                                      for i in range(20)])
@@ -133,5 +140,5 @@ def test_monitor_follows_real_mm2(kafka_clusters, tmp_path, unique):
             except AssertionError:
                 assert again.running(), f"MM2 exited; see {again.log_file}"
                 raise
-            print(f"MM2 caught up {caught_up_after:.1f}s after start; mean heartbeat latency {latency * 1000:.0f} ms; "
+            print(f"MM2 caught up {caught_up_after:.1f}s after start; newest heartbeat latency {latency * 1000:.0f} ms; "
                   f"checkpoints {[(gp['state'], gp['lag_records']) for gp in cps.values()]}")
