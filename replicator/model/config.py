@@ -499,13 +499,17 @@ class _Builder:
         self.entries, self.path = entries, path
         self.errors: list[ConfigError] = []
         self.warnings: list[ConfigWarning] = []
+        self._said: set[tuple[str, int | None, str]] = set()  # each problem once (a set: files can be huge)
+        self._guesses = 0
 
     def error(self, message: str, line: int | None, *, cluster: str | None = None, hint: str | None = None) -> None:
-        if not any(e.line == line and e.message == message for e in self.errors):
+        if ("error", line, message) not in self._said:
+            self._said.add(("error", line, message))
             self.errors.append(ConfigError(message, file=self.path, line=line, cluster=cluster, hint=hint))
 
     def warn(self, message: str, line: int | None) -> None:
-        if not any(w.line == line and w.message == message for w in self.warnings):
+        if ("warning", line, message) not in self._said:
+            self._said.add(("warning", line, message))
             self.warnings.append(ConfigWarning(message, self.path, line))
 
     def build(self) -> MM2Config:
@@ -655,7 +659,9 @@ class _Builder:
             self._unknown(entry, key, CONNECTOR_KEYS | _TOP_LEVEL_OTHER, "")
 
     def _unknown(self, entry: Entry, sub: str, known, prefix: str) -> None:
-        close = difflib.get_close_matches(sub, sorted(known), n=1, cutoff=0.75)
+        self._guesses += 1  # difflib costs ~0.3 ms a key: a file of 20,000 unknown keys gets no more guesses
+        close = difflib.get_close_matches(sub, sorted(known), n=1, cutoff=0.75) \
+            if len(sub) < 100 and self._guesses <= 200 else []
         self.warn(f"unknown key `{entry.key}`" + (f"; did you mean `{prefix}{close[0]}`?" if close else
                                                    " (MM2 and sparkmirror ignore it)"), entry.line)
 
@@ -829,6 +835,8 @@ def _path(flows: list[FlowConfig], start: str, goal: str) -> list[str]:
 
 def _closest(name: str, aliases: list[str]) -> list[str]:
     lowered = {a.lower(): a for a in aliases}
+    if len(name) > 100:  # difflib is quadratic in the length; no alias is that long
+        return []
     return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1)]
 
 
