@@ -29,6 +29,7 @@ one unit; the key tables below are the part worth reading first.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -159,6 +160,12 @@ def _at_least(minimum: int, *, minus_one: str | None = None, maximum: int | None
 
 
 def _regex_list(raw: str) -> list[str]:
+    return list(_regexes(raw))
+
+
+@functools.lru_cache(maxsize=1024)
+def _regexes(raw: str) -> tuple[str, ...]:
+    """Cached: every flow of an n-cluster mesh reads the same top-level (or default) lists again."""
     patterns = java_list(raw)
     for pattern in patterns:
         if _PLACEHOLDER.fullmatch(pattern):
@@ -173,7 +180,7 @@ def _regex_list(raw: str) -> list[str]:
                 fixed = _GLOB_STAR.sub(".*", pattern)
                 hint = f"did you mean {fixed}? (these are regexes, not globs)"
             raise _Invalid(f"has an invalid regex {pattern!r}: {exc.msg}", hint) from None
-    return patterns
+    return tuple(patterns)
 
 
 def _policy(raw: str) -> str:

@@ -27,6 +27,7 @@ nested shapes such as ``(\\w+\\.)*orders`` and possessive or atomic forms
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Iterable
@@ -49,6 +50,16 @@ except ImportError:  # pragma: no cover
 def _compile(pattern: object, setting: str) -> re.Pattern[str]:
     if not isinstance(pattern, str):
         raise ConfigError(f"{setting}: entry {pattern!r} is not a string")
+    result = _checked(pattern)
+    if isinstance(result, tuple):
+        problem, hint = result
+        raise ConfigError(f"{setting}: pattern {_shown(pattern)} {problem}", hint=hint)
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked(pattern: str) -> re.Pattern[str] | tuple[str, str | None]:
+    """The compiled pattern, or (problem, hint). Cached: every flow of a large mesh asks again."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         try:
@@ -57,25 +68,18 @@ def _compile(pattern: object, setting: str) -> re.Pattern[str]:
                 _sre_parse.parse(pattern)
             compiled = re.compile(pattern)
         except FutureWarning as exc:
-            raise ConfigError(
-                f"{setting}: pattern {_shown(pattern)} uses Java-only character-class syntax ({exc})",
-                hint="list the characters explicitly, e.g. [a-wyz] instead of [a-z&&[^x]]",
-            ) from None
+            return (f"uses Java-only character-class syntax ({exc})",
+                    "list the characters explicitly, e.g. [a-wyz] instead of [a-z&&[^x]]")
         except re.error as exc:
-            hint = None
-            if "\\Q" in pattern:
-                hint = "\\Q...\\E quoting is Java-only; escape the characters with a backslash"
-            raise ConfigError(
-                f"{setting}: pattern {_shown(pattern)} is not a valid regex ({exc})", hint=hint
-            ) from None
+            quoting = "\\Q" in pattern
+            return f"is not a valid regex ({exc})", (
+                "\\Q...\\E quoting is Java-only; escape the characters with a backslash" if quoting else None)
     risk = backtracking_risk(pattern)
     if risk is not None:
-        raise ConfigError(
-            f"{setting}: pattern {_shown(pattern)} would backtrack catastrophically: {risk}",
-            hint="refused so that one topic or group name cannot stall replication; drop the nested "
-            "repeat ((a+)+ -> a+), split it into several comma-separated entries, or make the "
-            "repeat possessive (a++) or atomic ((?>...)), which Java's regex reads the same way",
-        )
+        return (f"would backtrack catastrophically: {risk}",
+                "refused so that one topic or group name cannot stall replication; drop the nested repeat "
+                "((a+)+ -> a+), split it into several comma-separated entries, or make the repeat possessive "
+                "(a++) or atomic ((?>...)), which Java's regex reads the same way")
     return compiled
 
 
