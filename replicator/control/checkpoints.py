@@ -183,7 +183,9 @@ class CheckpointEmitter:
                               self.flow.checkpoints_topic_replication_factor)
         stored, bad, _ = read_checkpoints(self.config, self.flow)
         with self._lock:
-            self._emitted = {g: {k: s.checkpoint for k, s in per.items()} for g, per in stored.items()}
+            # only this flow's groups, as MM2's CheckpointStore loads its task's groups
+            self._emitted = {g: {k: s.checkpoint for k, s in per.items()} for g, per in stored.items()
+                             if self.group_filter.should_replicate_group(g)}
         if bad:
             log.warning("%s on %s: %d undecodable records ignored", self.topic, self.flow.target, bad)
         self.syncs.catch_up()
