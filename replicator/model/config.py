@@ -99,6 +99,7 @@ _GLOB_STAR = re.compile(r"(?<![.)\]}\\])\*")  # a '*' with nothing to repeat
 # a loop interval also has to fit every timer that waits for it (threading's limit is 2^33 s).
 _INT16_MAX, _INT32_MAX, _INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
 _MAX_INTERVAL = _INT32_MAX
+_MAX_REGEX_TEXT = 100_000
 
 
 def is_cluster_client_key(key: str) -> bool:
@@ -166,6 +167,10 @@ def _regex_list(raw: str) -> list[str]:
 @functools.lru_cache(maxsize=1024)
 def _regexes(raw: str) -> tuple[str, ...]:
     """Cached: every flow of an n-cluster mesh reads the same top-level (or default) lists again."""
+    if len(raw) > _MAX_REGEX_TEXT:  # Python's regex parser alone needs ~5 s per megabyte
+        raise _Invalid(f"is {len(raw)} characters long; sparkmirror reads at most {_MAX_REGEX_TEXT} characters "
+                       "of patterns per setting", "topic names have at most 249 characters: list broader "
+                       "patterns (orders\\..*) instead of every name")
     patterns = java_list(raw)
     for pattern in patterns:
         if _PLACEHOLDER.fullmatch(pattern):
