@@ -765,14 +765,14 @@ class _Builder:
             return
         for cls, include, exclude in ((TopicFilter, "topics", "topics.exclude"),
                                       (GroupFilter, "groups", "groups.exclude")):
-            try:
-                cls(values[include.replace(".", "_")], values[exclude.replace(".", "_")])
-            except ConfigError as exc:
-                bad = next((effective[k] for k in (include, exclude)
-                            if k in effective and any(p in exc.message for p in java_list(effective[k].value))),
-                           effective.get(include) or effective.get(exclude))
-                self.error(f"`{bad.key}`: {exc.message}" if bad else exc.message, bad.line if bad else None,
-                           hint=exc.hint)
+            for key in (include, exclude):  # one list at a time, so the error names the line it is on
+                patterns = values[key.replace(".", "_")]
+                try:
+                    cls(patterns, ()) if key == include else cls((), patterns)
+                except ConfigError as exc:
+                    bad = effective.get(key)
+                    self.error(f"`{bad.key}`: {exc.message}" if bad else exc.message, bad.line if bad else None,
+                               hint=exc.hint)
 
     def _check_flows(self, flows: list[FlowConfig], layout: _Layout) -> None:
         enabled = [f for f in flows if f.enabled]
