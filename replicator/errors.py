@@ -9,6 +9,23 @@ bare traceback for these.
 
 from __future__ import annotations
 
+#: Longest message shown; a config value quoted in one can be megabytes long.
+MAX_MESSAGE = 2000
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def one_line(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
+    """``text`` as one printable line of at most about ``limit`` characters.
+
+    Control characters (a CR or NUL read from a hostile file) are escaped, so a
+    message can neither forge another log line nor corrupt a terminal.
+    """
+    if text is None:
+        return None
+    if len(text) > limit:
+        text = f"{text[:limit - 200]} ...[{len(text) - limit + 100} characters]... {text[-100:]}"
+    return text.translate(_CONTROL)
+
 
 class SparkmirrorError(Exception):
     """A problem the user can fix. ``exit_code`` is what the CLI exits with."""
@@ -25,13 +42,14 @@ class SparkmirrorError(Exception):
         topic: str | None = None,
         hint: str | None = None,
     ) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.message = message
         self.file = file
         self.line = line
-        self.cluster = cluster
-        self.topic = topic
-        self.hint = hint
+        self.cluster = one_line(cluster)
+        self.topic = one_line(topic)
+        self.hint = one_line(hint)
 
     def location(self) -> str:
         if self.file and self.line:

@@ -35,7 +35,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.errors import ConfigError, ConfigErrors
+from replicator.errors import ConfigError, ConfigErrors, one_line
 from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig, resolve_references
 from replicator.model.properties import Entry, Properties, parse_properties
 
@@ -520,6 +520,7 @@ class _Builder:
             self.errors.append(ConfigError(message, file=self.path, line=line, cluster=cluster, hint=hint))
 
     def warn(self, message: str, line: int | None) -> None:
+        message = one_line(message)
         if ("warning", line, message) not in self._said:
             self._said.add(("warning", line, message))
             self.warnings.append(ConfigWarning(message, self.path, line))
