@@ -29,13 +29,15 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.datapath.job import ReplicatorJob
-    from replicator.model.config import load_config
-
     from replicator.datapath.progress import parse_listen
+    from replicator.model.config import load_config
+    from replicator.model.flowclients import translate_clients
 
     listen = parse_listen(args.metrics_listen)
     config = load_config(args.config)
+    translate_clients(config)  # every client's settings: a bad one stops here, before Spark starts
+    from replicator.datapath.job import ReplicatorJob
+
     return ReplicatorJob(config, args.checkpoint_dir, master=args.master,
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
                          metrics_listen=listen).run()

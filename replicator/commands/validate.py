@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from replicator.errors import ConfigError
-from replicator.model.clients import mask_secrets, spark_kafka_options, translate_librdkafka
+from replicator.model.clients import mask_secrets
 from replicator.model.config import ConfigWarning, FlowConfig, MM2Config, load_config
+from replicator.model.flowclients import translate_clients
 
 DESCRIPTION = """\
 Check an mm2.properties file (MirrorMaker 2's own format, unchanged) and print
@@ -77,47 +78,14 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- clients
 
 
-def _clients_of(flow: FlowConfig) -> list[tuple[str, str, str]]:
-    """(alias, role, why) for every client sparkmirror opens for this flow."""
-    if not flow.enabled:
-        return [(flow.target, "producer", "heartbeats")] if flow.emit_heartbeats_enabled else []
-    clients = [(flow.source, "consumer", "records" + (", offset-syncs" if flow.offset_syncs_topic_location ==
-                                                       "source" else "")),
-               (flow.target, "producer", "records, checkpoints, heartbeats"),
-               (flow.source, "admin", "topic and ACL listing"),
-               (flow.target, "admin", "topic creation, config and group offset sync")]
-    if flow.offset_syncs_topic_location == "source":
-        clients.append((flow.source, "producer", "offset-syncs"))
-    else:
-        clients.append((flow.target, "consumer", "offset-syncs"))
-    return clients
-
-
 def _translate_clients(config: MM2Config) -> dict[str, list[dict[str, Any]]]:
-    """Per flow, every client's librdkafka settings; all translation errors raised together."""
-    result: dict[str, list[dict[str, Any]]] = {}
-    errors: list[ConfigError] = []
-    for flow in config.flows:
-        entries = []
-        for alias, role, purpose in _clients_of(flow):
-            try:
-                java = config.client_config(alias, role, flow)
-                translation = translate_librdkafka(java, role, cluster=alias)
-                entry = {"cluster": alias, "role": role, "purpose": purpose,
-                         "librdkafka": mask_secrets(translation.config), "dropped": translation.dropped}
-                if role == "consumer" and alias == flow.source:
-                    entry["spark_source_options"] = mask_secrets(spark_kafka_options(java, cluster=alias))
-                entries.append(entry)
-            except ConfigError as exc:
-                for err in getattr(exc, "errors", [exc]):
-                    if str(err) not in {str(e) for e in errors}:
-                        errors.append(err)
-        result[flow.name] = entries
-    if errors:
-        from replicator.errors import ConfigErrors
-
-        raise ConfigErrors(sorted(errors, key=lambda e: (e.line or 0, e.message)))
-    return result
+    """Per flow, every client's librdkafka settings (secrets masked); all translation errors raised together."""
+    return {name: [{"cluster": c.cluster, "role": c.role, "purpose": c.purpose,
+                    "librdkafka": mask_secrets(c.librdkafka), "dropped": c.dropped,
+                    **({"spark_source_options": mask_secrets(c.spark_source_options)}
+                       if c.spark_source_options is not None else {})}
+                   for c in clients]
+            for name, clients in translate_clients(config).items()}
 
 
 # ---------------------------------------------------------------------------- output
