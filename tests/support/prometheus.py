@@ -11,6 +11,8 @@
 - ``require_binary()``: the path of promtool/prometheus/alertmanager, or a test
   FAILURE saying how to install them (CI installs them; a missing binary must
   not turn into a silent skip).
+- ``MonitorProcess``: ``sparkmirror monitor`` as a child process on a free port,
+  the target Prometheus scrapes in the live tests (ready when /healthz answers).
 
 Every process is started in its own session and stopped (TERM, then KILL) by
 ``stop()``, also when a test fails; use them as context managers or fixtures.
@@ -24,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -74,6 +77,7 @@ class _Process:
     """A server process with a log file, a readiness URL and a clean stop."""
 
     name = "process"
+    ready_path = "/-/ready"
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -96,7 +100,7 @@ class _Process:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
+                with urllib.request.urlopen(self.url + self.ready_path, timeout=1) as resp:
                     if resp.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -133,6 +137,47 @@ class _Process:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class MonitorProcess(_Process):
+    """``sparkmirror monitor CONFIG --listen 127.0.0.1:<free port> [ARGS...]``; ``stop()`` sends SIGTERM."""
+
+    name = "monitor"
+    ready_path = "/healthz"
+
+    def __init__(self, workdir: Path, config: Path, *args: str) -> None:
+        super().__init__(workdir)
+        self.config, self.args = Path(config), list(args)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "replicator.cli", "monitor", str(self.config), "--listen", self.address,
+                *self.args]
+
+    def get(self, path: str, timeout: float = 10.0) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:
+            return resp.read()
+
+    def status(self) -> dict:
+        return json.loads(self.get("/api/status"))
+
+    def wait_for(self, predicate: Callable[[dict], object], timeout: float, what: str):
+        """Poll /api/status until ``predicate(status)`` is truthy; return its value or fail naming ``what``."""
+        deadline = time.monotonic() + timeout
+        status: dict = {}
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise AssertionError(f"monitor exited while waiting for {what}:\n{self.log_tail()}")
+            status = self.status()
+            try:
+                found = predicate(status)
+            except (KeyError, IndexError, TypeError, StopIteration):  # not there yet
+                found = None
+            if found:
+                return found
+            time.sleep(0.5)
+        raise AssertionError(f"monitor: no {what} within {timeout}s; last status:\n"
+                             f"{json.dumps(status, indent=1)[:4000]}\nlog:\n{self.log_tail()}")
 
 
 class AlertmanagerServer(_Process):

@@ -1,0 +1,280 @@
+"""The status page at ``/`` in a real browser, over a real monitor watching real replication.
+
+A real replicator (``sparkmirror replicate``) copies a unique topic between the
+session clusters while a producer keeps writing to it (most to partition 0, least
+to 2) and a consumer group commits on the source, so the replicator checkpoints
+it; a real ``sparkmirror monitor`` process watches the flow. The test keeps the
+page open (fetches it every second, as the page's own refresh would) while a
+burst is produced, then lets headless Chromium load the page, run its script for
+a few seconds of virtual time and dump the DOM, and checks what a person would
+see: the flow and its status badge, the heartbeat age, the lag sparkline with
+the burst's peak, the top lagging partitions, the group's checkpoints and the
+clusters. The screenshot is kept as test-artifacts/status-page.png (and the DOM
+as status-page.html).
+
+The monitor runs with ``--heartbeat-timeout 10``: on this 2-core machine a Spark
+micro-batch can take a few seconds, longer than the default 2 s timeout.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from monitor.exporters import page
+from tests.integration.test_monitor_helpers import produce_raw, write_mm2_config
+from tests.support.chromium import Chromium, require_chromium
+from tests.support.kafka import create_topic
+from tests.support.prometheus import MonitorProcess
+from tests.support.replicator import Replicator
+
+PARTITIONS = 3
+WEIGHTS = {0: 3, 1: 2, 2: 1}  # share of the traffic per partition: partition 0 lags most
+BURST = 1500  # records per weight unit: 4,500, 3,000 and 1,500
+
+
+def replication_config(path, primary: str, dr: str, u: str):
+    """A one-way flow p<u> -> d<u> of topic orders-<u>: every internal topic name is this test's own."""
+    src, dst = f"p{u}", f"d{u}"
+    return write_mm2_config(path, {src: primary, dst: dr}, [(src, dst)], {
+        f"{src}->{dst}.topics": f"orders-{u}",
+        f"{src}->{dst}.groups": f".*-{u}",
+        "replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "emit.heartbeats.interval.seconds": "1",
+        "emit.checkpoints.interval.seconds": "1",
+        "refresh.groups.interval.seconds": "2",
+        "refresh.topics.interval.seconds": "5",
+        "sync.topic.acls.enabled": "false",
+    })
+
+
+def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def flow_of(status: dict, name: str) -> dict:
+    return next(f for f in status["flows"] if f["name"] == name)
+
+
+def seconds_of(text: str) -> float:
+    """``"850 ms"``, ``"4.2 s"``, ``"3 min 5 s"``, ``"2 h 1 min"`` -> seconds (the page's duration format)."""
+    units = {"ms": 0.001, "s": 1, "min": 60, "h": 3600, "d": 86400}
+    parts = re.findall(r"([\d.]+) (ms|s|min|h|d)\b", text)
+    assert parts, text
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def text_of(dom: str) -> str:
+    """The visible text of a DOM dump, whitespace collapsed (scripts and styles dropped)."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body))).strip()
+
+
+class SteadyTraffic:
+    """Writes ``per_second`` records a second to ``topic``, split over partitions by WEIGHTS."""
+
+    def __init__(self, bootstrap: str, topic: str, per_second: int = 30) -> None:
+        self.bootstrap, self.topic, self.per_second = bootstrap, topic, per_second
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady-traffic", daemon=True)
+        self.errors: list[BaseException] = []
+
+    def _run(self) -> None:
+        units = [p for p, w in WEIGHTS.items() for _ in range(w)]
+        chunk = max(1, self.per_second // 5)
+        i = 0
+        while not self._stop.is_set():
+            try:
+                now_ms = int(time.time() * 1000)
+                produce_raw(self.bootstrap, self.topic, [
+                    {"key": b"s%d" % (i + n), "value": b"steady", "partition": units[(i + n) % len(units)],
+                     "timestamp": now_ms} for n in range(chunk)])
+            except BaseException as exc:  # reported by stop()
+                self.errors.append(exc)
+                return
+            i += chunk
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> "SteadyTraffic":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self.errors, self.errors
+
+
+def shown_lag(fragment: str, flow: str) -> int:
+    """Records lag of ``flow`` as its card on the page shows it."""
+    card = fragment[fragment.index(f'data-flow="{html.escape(flow)}"'):]
+    return int(re.search(r'<span class="label">lag</span><span class="value">([\d,]+) records', card)
+               .group(1).replace(",", ""))
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path, unique, artifacts_dir):
+    browser = Chromium(require_chromium())  # before any Spark start: a missing browser fails at once
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic, group = f"orders-{unique}", f"billing-{unique}"
+    flow = f"p{unique}->d{unique}"
+    create_topic(primary, topic, PARTITIONS)
+    now_ms = int(time.time() * 1000)
+    produce_raw(primary, topic, [{"key": b"k%d" % i, "value": b"warm-up", "partition": i % PARTITIONS,
+                                  "timestamp": now_ms} for i in range(30)])
+    commit_group(primary, group, topic, {p: 5 for p in range(PARTITIONS)})
+    config = replication_config(tmp_path / "mm2.properties", primary, dr, unique)
+    rep = Replicator(config, tmp_path / "checkpoints", tmp_path / "replicator.log").start()
+    monitor = MonitorProcess(tmp_path / "monitor", config, "--interval", "1", "--groups-interval", "1",
+                             "--metadata-interval", "2", "--heartbeat-timeout", "10",
+                             "--topics", topic)
+    try:
+        monitor.start()
+        monitor.wait_for(lambda s: (f := flow_of(s, flow))["lag"]["records"] == 0
+                         and f["heartbeat"]["age_seconds"] is not None and f["heartbeat"]["age_seconds"] < 5
+                         and f["groups"], 180, "a caught-up flow with live heartbeats and the group's checkpoints")
+
+        seen: list[int] = []
+
+        def view(seconds: float) -> None:
+            """Someone has the page open: it is fetched every second, as its own script would."""
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                with urllib.request.urlopen(monitor.url + "/?fragment=1", timeout=10) as resp:
+                    seen.append(shown_lag(resp.read().decode(), flow))
+                time.sleep(1)
+
+        with SteadyTraffic(primary, topic):
+            view(4)
+            burst_ms = int(time.time() * 1000)
+            produce_raw(primary, topic, [{"key": b"b%d" % i, "value": b"x" * 200, "partition": p, "timestamp": burst_ms}
+                                         for p, w in WEIGHTS.items() for i in range(w * BURST)])
+            view(12)
+            before = monitor.wait_for(lambda s: flow_of(s, flow)["top_partitions"] and s, 30, "a lagging partition")
+            dom = browser.dump_dom(monitor.url + "/", virtual_time_ms=7000)
+            after = monitor.status()
+            shot = browser.screenshot(monitor.url + "/", artifacts_dir / "status-page.png", 1280, 900,
+                                      virtual_time_ms=4000)
+        (artifacts_dir / "status-page.html").write_text(dom)
+    finally:
+        rep.terminate()
+        monitor.stop()
+
+    text = text_of(dom)
+    # the page's script ran and swapped in fresh figures (the CSP let exactly it run)
+    live = re.search(r'<span id="live"[^>]*data-refreshes="(\d+)"', dom)
+    assert live and int(live.group(1)) >= 1, f"the auto-refresh never ran: {dom[:3000]}"
+    assert "live · refreshed" in text and "unreachable since" not in text
+    # the flow, its coloured status badge, what the badge says, and that it is the monitor's truth
+    section = re.search(r'<section class="flow s-(\w+)" data-flow="([^"]+)">(.*?)</section>', dom, re.S)
+    assert section, dom[:3000]
+    assert html.unescape(section.group(2)) == flow
+    card = section.group(3)
+    badge = re.search(r'<span class="badge s-(\w+)">(\w+)</span>', card)
+    assert badge and badge.group(1) == badge.group(2).lower() == section.group(1)
+    truths = [flow_of(before, flow), flow_of(after, flow)]
+    assert badge.group(2) in {t["status"] for t in truths}
+    shown_up = re.search(r"replicator (up|down)", text_of(card)).group(1)
+    assert shown_up in {"up" if t["replicator_up"] else "down" for t in truths}
+    assert f"{flow} {badge.group(2)}" in text
+    assert re.search(r"overall (OK|WARN|STALL|STOP|ERR)", text)
+    # the heartbeat age, as a person reads it
+    heartbeat = re.search(r"heartbeat (.+?) ago timeout 10 s", text_of(card))
+    assert heartbeat, text_of(card)
+    # no older than the age the monitor reported just before, plus the time since (+1 s of rounding)
+    assert seconds_of(heartbeat.group(1)) <= (truths[0]["heartbeat"]["age_seconds"]
+                                              + after["generated_at"] - before["generated_at"] + 1)
+    # the lag sparkline: an inline SVG line over the samples the page saw
+    spark = re.search(r'<svg class="spark"[^>]*aria-label="([^"]+)"[^>]*>(.*?)</svg>', card, re.S)
+    assert spark, card[:3000]
+    label = html.unescape(spark.group(1))
+    assert "<polyline" in spark.group(2)
+    assert int(re.search(r"\((\d+) samples\)", label).group(1)) >= 8
+    peak = int(re.search(r"peak ([\d,]+)", label).group(1).replace(",", ""))
+    assert peak >= max(seen) > 0, (peak, seen)  # every lag the page showed is on the line
+    # the top lagging partitions: the topic's partitions, most behind first
+    table = re.search(r'<table class="top-partitions">.*?<tbody>(.*?)</tbody>', card, re.S)
+    assert table, card[:3000]
+    rows = re.findall(r'<tr><td class="name">([^<]*)</td><td class="num">(\d+)</td>.*?<td class="num">([\d,]+)</td>'
+                      r'<td class="num">([^<]+)</td>', table.group(1), re.S)
+    assert rows, table.group(1)
+    assert {html.unescape(t) for t, _, _, _ in rows} == {topic}
+    assert {int(p) for _, p, _, _ in rows} <= set(range(PARTITIONS))
+    assert all(int(n.replace(",", "")) > 0 for _, _, n, _ in rows)
+    behind = [seconds_of(b) for _, _, _, b in rows]  # most behind first (records break ties)
+    assert behind == sorted(behind, reverse=True), rows
+    # checkpoints of the group, and the clusters
+    assert re.search(rf"{re.escape(group)} (OK|WARN) [\d.]+ (ms|s|min)", text), text
+    assert f"p{unique} reachable" in text and f"d{unique} reachable" in text
+    # self-contained: nothing is loaded from elsewhere
+    assert not re.search(r'(src|href)="(https?:)?//', dom)
+    assert shot.stat().st_size > 20_000
+    print(f"\nstatus page: {flow} {badge.group(2)}, {heartbeat.group(0)}, sparkline peak {peak}, "
+          f"{len(rows)} top partitions; screenshot {shot}")
+
+
+EVIL = '<script>alert("x")</script>&<img src=x onerror=alert(1)>'
+
+
+def _status_with_names(name: str) -> dict:
+    """A /api/status document whose every user-chosen name is ``name``-based."""
+    now = time.time()
+    return {
+        "schema": 1, "generated_at": now, "status": "WARN",
+        "monitor": {"version": "test", "started_at": now - 60, "granularity": "partition",
+                    "evaluation_seconds": 0.01},
+        "clusters": [{"alias": f"a{name}", "up": False, "error": f"e{name}", "last_ok_at": None, "errors_total": 1}],
+        "flows": [{
+            "name": f"f{name}", "source": "a", "target": "b", "status": "WARN", "reasons": [f"r{name}"],
+            "replicator_up": True,
+            "heartbeat": {"topic": "t", "expected": True, "timeout_seconds": 2.0, "age_seconds": 0.5,
+                          "last_timestamp_ms": int(now * 1000), "received_total": 1, "stopped": False,
+                          "latency": {"count": 1, "sum_seconds": 0.01, "last_seconds": 0.01, "buckets": []}},
+            "offset_sync": {"age_seconds": 1.0, "received_total": 1}, "lag": {"records": 5, "seconds": 2.0},
+            "replicated_records_total": 10, "source_records_total": 15, "lag_probes_total": 1,
+            "data_lost_records_total": 0, "partitions_by_status": {"OK": 0, "WARN": 1, "STALL": 0, "STOP": 0, "ERR": 0},
+            "topics": [], "partitions": [], "partitions_omitted": 0, "collector_seconds": {},
+            "groups": [{"group": f"g{name}", "status": "OK", "reasons": [], "lag_records": 0, "age_seconds": 0.0,
+                        "missing": 0, "partitions": [{"age_seconds": 3.0}]}],
+            "top_partitions": [{"topic": f"t{name}", "partition": 0, "status": "WARN", "lag_records": 5,
+                                "lag_seconds": 2.0}],
+        }],
+    }
+
+
+def test_page_escapes_every_name_and_renders_before_the_first_evaluation():
+    history = page.LagHistory()
+    rendered = page.page(_status_with_names(EVIL), history)
+    # every user-chosen string is shown as text: no element, attribute or script comes from it
+    assert "<script>alert" not in rendered and "<img" not in rendered
+    assert rendered.count("<script>") == 1  # the page's own refresh script
+    escaped = html.escape(EVIL, quote=True)
+    for prefix in ("a", "e", "f", "r", "g", "t"):
+        assert prefix + escaped in rendered, prefix
+    assert f'data-flow="f{escaped}"' in rendered
+    assert shown_lag(rendered, f"f{EVIL}") == 5
+    # the script and style the Content-Security-Policy allows are exactly the ones on the page
+    assert f"<script>{page.SCRIPT}</script>" in rendered and f"<style>{page.STYLE}</style>" in rendered
+    # before the first evaluation: a page that says so, no flow
+    waiting = page.page({"schema": 1, "status": None, "message": "no evaluation yet", "flows": []}, history)
+    assert "no evaluation yet" in waiting and "<section" not in waiting
+    # one history point per evaluation; a flow that went away is forgotten
+    status = _status_with_names("x")
+    history.record(status)
+    assert len(history.points("fx")) == 1
+    history.record({**status, "flows": []})
+    assert history.points("fx") == []
