@@ -100,10 +100,12 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor.service import MonitorService
     from replicator.model.config import load_config
 
     options = options_from_args(args)
-    service = MonitorService(load_config(args.config), options)
+    config = load_config(args.config)  # a bad file is refused before the HTTP and OTel stacks are even imported
+    from monitor.service import MonitorService
+
+    service = MonitorService(config, options)
     asyncio.run(service.run_until_stopped())
     return 0
