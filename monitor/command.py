@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from monitor.metrics import GRANULARITIES
 from monitor.watch import DEFAULT_LISTEN, MonitorOptions, parse_listen
@@ -104,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = options_from_args(args)
     config = load_config(args.config)  # a bad file is refused before the HTTP and OTel stacks are even imported
+    import asyncio
+
     from monitor.service import MonitorService
 
     service = MonitorService(config, options)
