@@ -39,7 +39,7 @@ class ReplicatorJob:
 
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):
-            log.info("received %s: stopping after abandoning the running batch", signal.Signals(signum).name)
+            log.info("received %s: stopping; the running batch finishes within 10 s or is abandoned (replayed on restart)", signal.Signals(signum).name)
             self.stop_event.set()
 
         if threading.current_thread() is threading.main_thread():
