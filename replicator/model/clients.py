@@ -254,7 +254,9 @@ def parse_jaas(text: str) -> JaasLogin:
     while i < len(tokens) and tokens[i][0] != ";":
         if i + 2 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1][0] != "=" or tokens[i + 2][0] not in (
                 "word", "value"):
-            raise ValueError(f"expected key=\"value\" after {tokens[i - 1][1]!r}")
+            # Name the option before, never its value: that is where the password is.
+            where = f"the value of {tokens[i - 3][1]!r}" if i > 2 else repr(flag)
+            raise ValueError(f"expected key=\"value\" after {where}")
         options[tokens[i][1]] = tokens[i + 2][1]
         i += 3
     if i >= len(tokens):
