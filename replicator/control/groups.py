@@ -92,10 +92,10 @@ def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict
     """
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    state = describe_group(admin_client, cluster, group)
-    if not state.writable:
-        raise GroupNotEmpty(f"consumer group {group} has {state.members} active member(s) (state {state.state}); "
-                            "its offsets were not changed", cluster=cluster, state=state.state,
+    described = describe_group(admin_client, cluster, group)
+    if not described.writable:
+        raise GroupNotEmpty(f"consumer group {group} has {described.members} active member(s) (state "
+                            f"{described.state}); its offsets were not changed", cluster=cluster, state=described.state,
                             hint="stop the group's consumers on this cluster first; they will resume from their "
                                  "own committed offsets otherwise")
     current = group_offsets(admin_client, cluster, group)

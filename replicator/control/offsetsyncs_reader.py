@@ -122,6 +122,8 @@ class InternalTopicReader:
                     self._positions[p] = max(low, high - self.start[1])
                 else:
                     self._positions[p] = low
+            elif self._positions[p] > high:
+                self._positions[p] = low  # the topic was deleted and re-created: read it anew
             else:
                 self._positions[p] = max(self._positions[p], low)  # compacted or deleted meanwhile
             ends[p] = high

@@ -320,6 +320,15 @@ def test_inspect_live_internal_topics(run):
     assert out.returncode == 0, out.stderr
     assert "heartbeat primary->dr at" in out.stdout
 
+    # Item 1: the disabled reverse pair heartbeats into primary's `heartbeats`, and the flow carries
+    # them to dr as primary.heartbeats although the topic filter names only this test's topics.
+    out = _cli("inspect", config, "--cluster", "dr", "--topic", "primary.heartbeats", "--limit", "20", "--json")
+    assert out.returncode == 0, out.stderr
+    now_ms = time.time() * 1000
+    reverse = [json.loads(line)["record"] for line in out.stdout.splitlines()]
+    assert any(r["source"] == "dr" and r["target"] == "primary" and now_ms - r["timestamp_ms"] < 60_000
+               for r in reverse)
+
     out = _cli("inspect", config, "--cluster", "dr", "--topic", f"primary.{t['big']}")
     assert out.returncode == 2 and "not an MM2 internal topic" in out.stderr
 
