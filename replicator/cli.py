@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from replicator import __version__
@@ -78,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `sparkmirror validate ... | head`: the reader left, which is not an error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe closed
 
 
 if __name__ == "__main__":

@@ -174,3 +174,18 @@ def test_configs_valid_in_mm2_terms_still_validate(path, tmp_path):
     out = _run("validate", path, tmp_path)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
+    # `sparkmirror validate mesh.properties | head -1`, with more output than a pipe buffers
+    big = tmp_path / "mesh.properties"
+    aliases = [f"c{i}" for i in range(30)]
+    big.write_text(f"clusters = {', '.join(aliases)}\n" + "".join(f"{a}.bootstrap.servers = h{a}:9092\n"
+                                                                  for a in aliases) + "c0->c1.enabled = true\n")
+    proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "validate", str(big)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(60) in (0, 141), stderr
+    assert "Traceback" not in stderr
