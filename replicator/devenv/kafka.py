@@ -131,7 +131,9 @@ class KafkaCluster:
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
         if (self.data_dir / "log" / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # kafka-storage would read a leading '-' as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         proc = self._java(
             "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(cfg),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
