@@ -109,42 +109,6 @@ class OffsetSyncEmitter:
     def record_run(
         self, topic: str, partition: int, upstream_start: int, downstream_start: int, count: int
     ) -> list[OffsetSync]:
-        """``record`` for (upstream_start + i, downstream_start + i), i < count, in O(syncs sent).
-
-        The data path learns placements as runs (both offsets consecutive). Inside a
-        run only the offset.lag.max rule can fire, so the due points are computed
-        instead of visiting a million records one by one. Same result as the loop.
-        """
-        if count <= 0:
-            return []
-        out: list[OffsetSync] = []
-        first = self.record(topic, partition, upstream_start, downstream_start)
-        if first is not None:
-            out.append(first)
-        if count == 1:
-            return out
-        key = (topic, partition)
-        state = self._states[key]
-        last = count - 1
-        i = 1
-        while True:
-            due = max(i, state.last_sync_downstream + 1 + self.offset_lag_max - downstream_start)
-            if due > last:
-                break
-            u, d = upstream_start + due, downstream_start + due
-            state.previous_upstream, state.previous_downstream, state.last_sync_downstream = u, d, d
-            self._pending.pop(key, None)
-            out.append(OffsetSync(topic, partition, u, d))
-            i = due + 1
-        if i <= last:  # the run's last record was not synced: it is the pending one
-            u, d = upstream_start + last, downstream_start + last
-            state.previous_upstream, state.previous_downstream = u, d
-            self._pending[key] = (u, d)
-        return out
-
-    def record_run(
-        self, topic: str, partition: int, upstream_start: int, downstream_start: int, count: int
-    ) -> list[OffsetSync]:
         """``record`` for ``count`` records at consecutive upstream and downstream offsets.
 
         The data path reports what a writer task wrote as such runs; inside a run
