@@ -27,11 +27,10 @@ class TestClusters:
         return {"primary": self.primary, "dr": self.dr}[name]
 
 
-@pytest.fixture(scope="session")
-def kafka_clusters(tmp_path_factory) -> TestClusters:
+def _cluster_pair(base):
+    """Start `primary` and `dr` in parallel under ``base``; a generator that stops them."""
     from replicator.devenv.kafka import KafkaCluster, free_port
 
-    base = tmp_path_factory.mktemp("kafka")
     clusters = [
         KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name)
         for name in ("primary", "dr")
@@ -56,6 +55,19 @@ def kafka_clusters(tmp_path_factory) -> TestClusters:
     finally:
         for c in clusters:
             c.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory) -> TestClusters:
+    yield from _cluster_pair(tmp_path_factory.mktemp("kafka"))
+
+
+@pytest.fixture(scope="module")
+def private_kafka_clusters(tmp_path_factory) -> TestClusters:
+    """A pair of clusters for one module only, for tests that run Apache MM2 with the
+    fixed aliases `primary`/`dr`: on the session clusters, MM2 would first read every
+    other test's records in the shared `heartbeats` and `mm2-offset-syncs.dr.internal`."""
+    yield from _cluster_pair(tmp_path_factory.mktemp("kafka-private"))
 
 
 @pytest.fixture

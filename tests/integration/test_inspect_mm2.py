@@ -36,6 +36,12 @@ from tests.support.replicator import Replicator, write_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
 
+
+@pytest.fixture(scope="module")
+def kafka_clusters(private_kafka_clusters):
+    """This module's own clusters (see tests/conftest.py: private_kafka_clusters)."""
+    return private_kafka_clusters
+
 LAG_MAX = 10
 FIRST, SECOND = 200, 150  # records per partition written before MM2 stops, and after
 COMMITTED = {0: 150, 1: 187}  # the group's offsets on primary while MM2 runs

@@ -20,6 +20,12 @@ from tests.support.kafka import consume_all, create_topic, produce
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
 
 
+@pytest.fixture(scope="module")
+def kafka_clusters(private_kafka_clusters):
+    """This module's own clusters (see tests/conftest.py: private_kafka_clusters)."""
+    return private_kafka_clusters
+
+
 def _topics(bootstrap: str) -> set[str]:
     from confluent_kafka.admin import AdminClient
 
