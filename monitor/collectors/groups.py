@@ -9,11 +9,10 @@ would it re-read".
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 
-from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+from monitor.collectors.cluster import ClusterClient
+from monitor.collectors.periodic import refresh_forever
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, WatchedFlow
 
@@ -31,17 +30,8 @@ class GroupOffsetCollector:
         self.options = options
 
     async def run(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                await self.refresh()
-            except ClusterUnavailable:
-                pass
-            except Exception:
-                log.exception("reading consumer-group offsets for %s failed", self.flow.name)
-            elapsed = time.monotonic() - started
-            self.state.record_duration(self.flow.name, self.name, elapsed)
-            await asyncio.sleep(max(0.05, self.options.groups_interval - elapsed))
+        await refresh_forever(self.refresh, self.options.groups_interval, self.state, self.flow.name, self.name,
+                              f"reading consumer-group offsets for {self.flow.name} failed", log)
 
     async def refresh(self) -> None:
         groups = await self.source.call(self.source.consumer_groups)

@@ -14,11 +14,11 @@ stay (with their ``read_at``) and the cluster shows as down.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
-from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+from monitor.collectors.cluster import ClusterClient
+from monitor.collectors.periodic import refresh_forever
 from monitor.collectors.timelag import LagProbe
 from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import MonitorOptions, WatchedFlow
@@ -43,17 +43,8 @@ class EndOffsetCollector:
         self._created = time.monotonic()
 
     async def run(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                await self.refresh()
-            except ClusterUnavailable:
-                pass
-            except Exception:
-                log.exception("refreshing end offsets of %s failed", self.flow.name)
-            elapsed = time.monotonic() - started
-            self.state.record_duration(self.flow.name, self.name, elapsed)
-            await asyncio.sleep(max(0.05, self.options.interval - elapsed))
+        await refresh_forever(self.refresh, self.options.interval, self.state, self.flow.name, self.name,
+                              f"refreshing end offsets of {self.flow.name} failed", log)
 
     async def refresh(self) -> None:
         now = time.monotonic()

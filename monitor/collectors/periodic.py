@@ -1,0 +1,31 @@
+"""The refresh loop every polling collector shares."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable
+
+from monitor.collectors.cluster import ClusterUnavailable
+from monitor.state import MonitorState
+
+
+async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: float, state: MonitorState,
+                          flow: str, collector: str, failure: str, log: logging.Logger) -> None:
+    """Call ``refresh`` every ``interval`` seconds and record how long each round took.
+
+    An unreachable cluster is already shown by the cluster client; any other failure is
+    logged with ``failure`` and the loop goes on.
+    """
+    while True:
+        started = time.monotonic()
+        try:
+            await refresh()
+        except ClusterUnavailable:
+            pass
+        except Exception:
+            log.exception(failure)
+        elapsed = time.monotonic() - started
+        state.record_duration(flow, collector, elapsed)
+        await asyncio.sleep(max(0.05, interval - elapsed))
