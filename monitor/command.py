@@ -17,6 +17,11 @@ MirrorMaker 2 deployment's: the internal topics are the same) and serve:
   /healthz      200 while the monitor itself evaluates (cluster trouble never fails it)
   /             a small status page
 
+It listens on 127.0.0.1 only unless --listen says otherwise. --web-config-file
+adds TLS and basic auth in Prometheus' own web configuration format (the file
+node_exporter and Prometheus read: tls_server_config, basic_auth_users with
+bcrypt hashes); /healthz stays open to probes without credentials.
+
 Per flow A->B it reads A.heartbeats on B (heartbeat latency and age), end
 offsets of A and B with the offset-syncs (lag in records), the first
 unreplicated source record of each lagging partition (lag in seconds, from its
@@ -31,6 +36,7 @@ examples:
   sparkmirror monitor mm2.properties
   sparkmirror monitor mm2.properties --listen 0.0.0.0:9464 --granularity topic \\
       --topics-exclude 'test-.*' --groups 'billing-.*,payments-.*'
+  sparkmirror monitor mm2.properties --listen 0.0.0.0:9464 --web-config-file web.yml
 
 exit codes: 0 stopped by SIGINT/SIGTERM, 1 runtime error (e.g. port in use),
 2 usage or configuration error (printed as FILE:LINE: problem).
@@ -48,6 +54,10 @@ def register(subparsers) -> None:
     p.add_argument("config", metavar="CONFIG", help="mm2.properties (the file MM2 or sparkmirror runs with)")
     p.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
                    help=f"address of the HTTP server (default {DEFAULT_LISTEN}; port 0 picks a free one)")
+    p.add_argument("--web-config-file", metavar="FILE", default=None,
+                   help="TLS and/or basic auth for the HTTP server, in Prometheus' web configuration format "
+                        "(tls_server_config: cert_file, key_file, client_ca_file, client_auth_type; "
+                        "basic_auth_users: name -> bcrypt hash); /healthz needs no credentials")
     p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
                    help="refresh of end offsets, positions and seconds lag, and of the status (default 5)")
     p.add_argument("--groups-interval", type=float, default=30.0, metavar="SECONDS",
@@ -81,6 +91,7 @@ def register(subparsers) -> None:
 
 def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     from replicator.model.filters import GroupFilter, TopicFilter
+    from replicator.webconfig import load_web_config
 
     host, port = parse_listen(args.listen)
     for name in ("interval", "groups_interval", "metadata_interval", "timeout"):
@@ -95,6 +106,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
         probe_lag_seconds=args.probe,
         topic_filter=TopicFilter(args.topics, args.topics_exclude),
         group_filter=GroupFilter(args.groups, args.groups_exclude),
+        web_config=load_web_config(args.web_config_file),
     )
 
 

@@ -42,6 +42,7 @@ from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
 from replicator import __version__
 from replicator.errors import SparkmirrorError
+from replicator.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class MonitorService:
         self._tails: list = []
         self._tasks: list[asyncio.Task] = []
         self._runner: web.AppRunner | None = None
+        self._web: LiveWebConfig | None = None
         self.port: int | None = None
 
     # --- evaluation -------------------------------------------------------------
@@ -123,14 +125,20 @@ class MonitorService:
         coroutines.append(self._evaluate_loop())
         self._tasks = [asyncio.create_task(c) for c in coroutines]
         await self._serve()
-        log.info("monitoring %s on http://%s:%d (/metrics, /api/status, /healthz)",
-                 ", ".join(f.name for f in self.flows), o.host, self.port)
+        live = self._web
+        if live is not None:
+            self._tasks.append(asyncio.create_task(self._reload_web_config(live)))
+        log.info("monitoring %s on %s://%s:%d (/metrics, /api/status, /healthz)%s",
+                 ", ".join(f.name for f in self.flows), live.scheme if live else "http", o.host, self.port,
+                 " with basic auth" if live and live.auth else "")
 
     async def _serve(self) -> None:
-        sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__)
+        live = self._web = LiveWebConfig(self.options.web_config) if self.options.web_config else None
+        sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__, live)
         self._runner = web.AppRunner(build_app(sources), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.options.host, self.options.port)
+        site = web.TCPSite(self._runner, self.options.host, self.options.port,
+                           ssl_context=live.ssl_context if live else None)
         try:
             await site.start()
         except OSError as exc:
@@ -138,6 +146,17 @@ class MonitorService:
             raise SparkmirrorError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror}",
                                    hint="choose another address with --listen HOST:PORT") from None
         self.port = site._server.sockets[0].getsockname()[1]
+
+    async def _reload_web_config(self, live: LiveWebConfig) -> None:
+        """Certificates and users as the web config file says now (see replicator.webreload)."""
+        while True:
+            await asyncio.sleep(live.check_every)
+            try:
+                loaded = await asyncio.to_thread(live.poll)  # reads files, may hash: off the loop
+                if loaded is not None:
+                    live.apply(loaded)  # on the loop, where the connections' TLS objects are made
+            except Exception:
+                log.exception("reloading the web config failed")
 
     async def stop(self) -> None:
         for task in self._tasks:

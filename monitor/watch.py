@@ -10,10 +10,14 @@ at start, so collectors and the evaluator never re-derive names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from replicator.errors import ConfigError
 from replicator.model.filters import GroupFilter, TopicFilter, replicable_topic
 from replicator.model.policy import ReplicationPolicy
+
+if TYPE_CHECKING:
+    from replicator.webconfig import WebConfig  # ssl and friends: imported only when a command needs them
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
@@ -35,6 +39,7 @@ class MonitorOptions:
     probe_lag_seconds: bool = True
     topic_filter: TopicFilter = field(default_factory=lambda: TopicFilter((".*",), ()))
     group_filter: GroupFilter = field(default_factory=lambda: GroupFilter((".*",), ()))
+    web_config: WebConfig | None = None  # --web-config-file: TLS and basic auth of the HTTP server
 
 
 def parse_listen(text: str) -> tuple[str, int]:

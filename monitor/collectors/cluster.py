@@ -128,7 +128,8 @@ class ClusterClient:
 
         A partition that fails on its own (a leader moving: NOT_LEADER) is left out
         of the result and keeps its previous figures; only when every partition
-        fails is the cluster considered unreachable (the error is raised).
+        fails is the cluster considered unreachable (the error is raised). No partitions
+        means no request: callers skip the ``call`` then, as it would count as contact.
         """
         if not partitions:
             return {}

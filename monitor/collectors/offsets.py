@@ -62,9 +62,13 @@ class EndOffsetCollector:
                 mirrored = self._target_topics.get(remote, 0)
                 watched.extend((topic, p, remote, p < mirrored) for p in range(self._source_topics[topic]))
         syncs = {(t, p): fs.syncs.get((t, p)) for t, p, _, _ in watched}
-        target_ends = await self.target.call(self.target.list_offsets,
-                                             [(remote, p) for _, p, remote, exists in watched if exists], "latest")
-        source = await self.source.call(self.source.source_offsets, [(t, p) for t, p, _, _ in watched])
+        # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
+        # or a cluster that went down since the metadata was read would show as reachable again.
+        target_parts = [(remote, p) for _, p, remote, exists in watched if exists]
+        target_ends = await self.target.call(self.target.list_offsets, target_parts, "latest") \
+            if target_parts else {}
+        source_parts = [(t, p) for t, p, _, _ in watched]
+        source = await self.source.call(self.source.source_offsets, source_parts) if source_parts else {}
         at = time.time()
         rows, unread = [], set()
         for t, p, remote, exists in watched:

@@ -10,6 +10,11 @@
 - ``/``: the status page. Hook for issue 6: a module ``monitor/exporters/page.py``
   exposing ``async def handle(request, status: dict) -> web.Response`` replaces the
   placeholder below (``status`` is the /api/status document).
+
+With ``--web-config-file`` (replicator.webconfig) every path asks for basic auth
+except ``/healthz``: liveness probes and load balancers rarely carry
+credentials, and its body (evaluation age, uptime) tells nothing about the
+clusters. TLS, when configured, covers every path including /healthz.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import html
 import importlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -27,6 +33,11 @@ from prometheus_client import CollectorRegistry
 from monitor.evaluator import Evaluation
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render
+from replicator.webconfig import WWW_AUTHENTICATE, FailedLogins
+from replicator.webreload import LiveWebConfig
+
+log = logging.getLogger(__name__)
+
 
 
 @dataclass
@@ -37,6 +48,7 @@ class HttpSources:
     registry: CollectorRegistry
     healthy: Callable[[], tuple[bool, dict]]
     version: str = ""
+    web: LiveWebConfig | None = None  # --web-config-file: basic auth (TLS is the site's)
 
 
 def _page_module():
@@ -61,6 +73,25 @@ async def _placeholder_page(_request: web.Request, status: dict) -> web.Response
         "<p><a href='/metrics'>/metrics</a> · <a href='/api/status'>/api/status</a> · "
         "<a href='/healthz'>/healthz</a></p></body></html>")
     return web.Response(text=body, content_type="text/html")
+
+
+def _basic_auth(live: LiveWebConfig, open_handlers: set):
+    failures = FailedLogins(log)
+
+    @web.middleware
+    async def require_credentials(request: web.Request, handler):
+        auth = live.auth  # the users of the file as it is now (it may be edited while we run)
+        # Decided by the handler the router chose, not by the path text: no spelling of a
+        # path (%-escapes, dot segments, a trailing slash) reaches another handler without credentials.
+        if auth is None or request.match_info.handler in open_handlers:
+            return await handler(request)
+        # bcrypt takes tens of milliseconds: never on the event loop.
+        if await asyncio.to_thread(auth.check, request.headers.get("Authorization")):
+            return await handler(request)
+        failures.note(request.path, request.remote)
+        return web.Response(status=401, text="401 Unauthorized\n", headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+
+    return require_credentials
 
 
 def build_app(sources: HttpSources) -> web.Application:
@@ -94,7 +125,8 @@ def build_app(sources: HttpSources) -> web.Application:
         doc = status_document(await sources.evaluation(), "summary", 10, sources.version)
         return await page_handler(request, doc)
 
-    app = web.Application()
+    middlewares = [_basic_auth(sources.web, {healthz})] if sources.web is not None else []
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/", index)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/status", status)

@@ -84,3 +84,53 @@ def test_unreachable_clusters_are_down_and_the_rest_keeps_working(kafka_clusters
         assert time.monotonic() - stop_started < 15
     finally:
         hanging.close()
+
+
+def test_a_refresh_with_nothing_to_ask_does_not_mark_a_down_cluster_reachable(tmp_path):
+    """Regression: ListOffsets of no partition "succeeded" without a request and flipped a down cluster to up.
+
+    The end-offsets collector keeps topic metadata for --metadata-interval; a cluster
+    that goes down in between, with no partition to ask about (the mirror topic not
+    created yet, no topic matching), was shown reachable again at every refresh.
+    """
+    import asyncio
+
+    from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+    from monitor.collectors.offsets import EndOffsetCollector
+    from monitor.state import MonitorState
+    from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
+    from replicator.model.config import load_config
+
+    source, target = f"down-src-{free_port()}", f"down-tgt-{free_port()}"
+    config = load_config(write_mm2_config(tmp_path / "mm2.properties", {
+        source: f"127.0.0.1:{free_port()}", target: f"127.0.0.1:{free_port()}"}, [(source, target)]))
+    flow = watched_flows(config)[0]
+    state = MonitorState([flow], [source, target], window=4)
+    state.flows[flow.name].syncs_loaded = True
+    options = MonitorOptions(port=0, timeout=1.0)
+    clients = {a: ClusterClient(a, librdkafka_client(config, a, "admin"), librdkafka_client(config, a, "consumer"),
+                                state, timeout=1.0) for a in (source, target)}
+
+    async def scenario():
+        # both went down after the collector had read their metadata
+        outcomes = await asyncio.gather(*(c.call(c.describe_cluster) for c in clients.values()),
+                                        return_exceptions=True)
+        assert all(isinstance(o, ClusterUnavailable) for o in outcomes), outcomes
+        collector = EndOffsetCollector(flow, clients[source], clients[target], state, options, probe=None)
+        collector._metadata_at = time.monotonic()
+        # 1. a watched source topic whose mirror does not exist yet: nothing to ask the target
+        collector._source_topics, collector._target_topics = {"orders": 1}, {}
+        with pytest.raises(ClusterUnavailable):
+            await collector.refresh()  # the source is asked, and fails
+        assert state.clusters[target].up is False, "target shown reachable without being asked"
+        # 2. no watched topic at all: nothing to ask either cluster
+        collector._source_topics = {}
+        await collector.refresh()
+        assert state.clusters[source].up is False, "source shown reachable without being asked"
+        assert state.clusters[target].up is False, "target shown reachable without being asked"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for client in clients.values():
+            client.shutdown()

@@ -12,7 +12,9 @@
   FAILURE saying how to install them (CI installs them; a missing binary must
   not turn into a silent skip).
 - ``MonitorProcess``: ``sparkmirror monitor`` as a child process on a free port,
-  the target Prometheus scrapes in the live tests (ready when /healthz answers).
+  the target Prometheus scrapes in the live tests (ready when /healthz answers);
+  with ``web_config`` (and ``ca_file``/``auth`` for its own requests) over TLS
+  and basic auth.
 
 Every process is started in its own session and stopped (TERM, then KILL) by
 ``stop()``, also when a test fails; use them as context managers or fixtures.
@@ -78,6 +80,7 @@ class _Process:
 
     name = "process"
     ready_path = "/-/ready"
+    ssl_context = None  # set for a server that speaks TLS (trusting its CA)
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -100,7 +103,7 @@ class _Process:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.url + self.ready_path, timeout=1) as resp:
+                with urllib.request.urlopen(self.url + self.ready_path, timeout=1, context=self.ssl_context) as resp:
                     if resp.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -145,17 +148,39 @@ class MonitorProcess(_Process):
     name = "monitor"
     ready_path = "/healthz"
 
-    def __init__(self, workdir: Path, config: Path, *args: str) -> None:
+    def __init__(self, workdir: Path, config: Path, *args: str, verbose: bool = False,
+                 web_config: Path | None = None, ca_file: Path | None = None,
+                 auth: tuple[str, str] | None = None) -> None:
         super().__init__(workdir)
         self.config, self.args = Path(config), list(args)
         self.address = f"127.0.0.1:{self.port}"
+        self.verbose = verbose  # sparkmirror -v: debug logging, librdkafka's own lines included
+        self.web_config = web_config  # --web-config-file; ca_file: trust its TLS certificate; auth: (user, password)
+        if ca_file is not None:
+            import ssl
+
+            self.ssl_context = ssl.create_default_context(cafile=str(ca_file))
+            self.url = f"https://127.0.0.1:{self.port}"
+        self.auth = auth
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "replicator.cli", "monitor", str(self.config), "--listen", self.address,
-                *self.args]
+        web = ["--web-config-file", str(self.web_config)] if self.web_config else []
+        return [sys.executable, "-m", "replicator.cli", *(["-v"] if self.verbose else []), "monitor",
+                str(self.config), "--listen", self.address, *web, *self.args]
+
+    def request(self, path: str, auth: tuple[str, str] | None = None) -> urllib.request.Request:
+        """A GET of ``path`` with basic auth (``auth``, else the process's own credentials, if any)."""
+        import base64
+
+        req = urllib.request.Request(self.url + path)
+        user_password = auth or self.auth
+        if user_password:
+            token = base64.b64encode(":".join(user_password).encode()).decode()
+            req.add_header("Authorization", f"Basic {token}")
+        return req
 
     def get(self, path: str, timeout: float = 10.0) -> bytes:
-        with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:
+        with urllib.request.urlopen(self.request(path), timeout=timeout, context=self.ssl_context) as resp:
             return resp.read()
 
     def status(self) -> dict:
@@ -213,7 +238,8 @@ class PrometheusServer(_Process):
 
     def __init__(self, workdir: Path, targets: dict[str, list[str]], rule_files: list[Path] = (),
                  alertmanager: str | None = None, scrape_interval: str = "1s",
-                 evaluation_interval: str = "1s") -> None:
+                 evaluation_interval: str = "1s", scrape_options: dict[str, dict] | None = None) -> None:
+        """``scrape_options``: per job, more scrape_config settings (``scheme``, ``tls_config``, ``basic_auth``)."""
         super().__init__(workdir)
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
@@ -222,7 +248,8 @@ class PrometheusServer(_Process):
                        "evaluation_interval": evaluation_interval},
             "rule_files": [str(Path(p).resolve()) for p in rule_files],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": list(addresses)}]}
+                {"job_name": job, **(scrape_options or {}).get(job, {}),
+                 "static_configs": [{"targets": list(addresses)}]}
                 for job, addresses in targets.items()
             ],
         }
