@@ -4,18 +4,19 @@
 #   prometheus               prometheus + promtool (alert-rule unit tests, live stack test)
 #   prometheus-alertmanager  the pager path (Prometheus -> Alertmanager -> webhook)
 #   chromium                 headless browser for the status-page test
+#   openssl                  the CLI that makes throwaway CAs and certificates (TLS tests, SASL_SSL dev clusters)
 #
 # Idempotent: packages already installed are skipped, and `apt-get update` runs
 # only when apt does not know a wanted package yet or the install failed on
 # stale lists. Runs as root, or through sudo when available. Only Debian/Ubuntu
 # (apt) is supported; elsewhere it says what to install and exits 1.
 #
-# Usage: scripts/install-system-deps.sh [PACKAGE...]   (default: all three)
+# Usage: scripts/install-system-deps.sh [PACKAGE...]   (default: all four)
 set -euo pipefail
 
 PACKAGES=("$@")
 if [ ${#PACKAGES[@]} -eq 0 ]; then
-  PACKAGES=(prometheus prometheus-alertmanager chromium)
+  PACKAGES=(prometheus prometheus-alertmanager chromium openssl)
 fi
 
 installed() {

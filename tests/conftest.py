@@ -27,12 +27,17 @@ class TestClusters:
         return {"primary": self.primary, "dr": self.dr}[name]
 
 
-def _cluster_pair(base):
-    """Start `primary` and `dr` in parallel under ``base``; a generator that stops them."""
+def _cluster_pair(base, sasl_ssl: bool = False):
+    """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
+
+    With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
+    replicator.devenv.security) and accepts clients on SASL_SSL only."""
     from replicator.devenv.kafka import KafkaCluster, free_port
+    from replicator.devenv.security import SaslSsl
 
     clusters = [
-        KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name)
+        KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
+                     sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None)
         for name in ("primary", "dr")
     ]
     errors: list[BaseException] = []
@@ -68,6 +73,16 @@ def private_kafka_clusters(tmp_path_factory) -> TestClusters:
     fixed aliases `primary`/`dr`: on the session clusters, MM2 would first read every
     other test's records in the shared `heartbeats` and `mm2-offset-syncs.dr.internal`."""
     yield from _cluster_pair(tmp_path_factory.mktemp("kafka-private"))
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_clusters(tmp_path_factory) -> TestClusters:
+    """A `primary`/`dr` pair for one module whose clients must speak SASL_SSL (SCRAM-SHA-512).
+
+    ``cluster.sasl_ssl`` holds each cluster's users with random passwords (unique
+    markers a test can grep for), the CA certificate (PEM) clients trust and the
+    broker keystore; ``cluster.client_config(user)`` gives confluent-kafka settings."""
+    yield from _cluster_pair(tmp_path_factory.mktemp("kafka-sasl-ssl"), sasl_ssl=True)
 
 
 @pytest.fixture

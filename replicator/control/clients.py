@@ -9,6 +9,37 @@ from replicator.model.config import FlowConfig, MM2Config
 
 log = logging.getLogger(__name__)
 
+#: The newest client-level error librdkafka reported per cluster alias (e.g. an
+#: authentication failure), so that a timeout can be explained: librdkafka itself
+#: answers a metadata request to a cluster that refuses the credentials with
+#: "Broker transport failure" only.
+_LAST_ERRORS: dict[str, str] = {}
+
+
+def last_error(alias: str) -> str | None:
+    return _LAST_ERRORS.get(alias)
+
+
+def forget_error(alias: str) -> None:
+    """The cluster answered: an earlier authentication error is no longer the explanation."""
+    _LAST_ERRORS.pop(alias, None)
+
+
+class _ErrorRecorder:
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+
+    def __call__(self, err) -> None:
+        try:
+            from confluent_kafka import KafkaError
+
+            if err.code() == KafkaError._AUTHENTICATION or err.code() in (
+                    KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
+                _LAST_ERRORS[self.cluster] = err.str()
+            log.debug("cluster %s: client error %s", self.cluster, err.str())
+        except Exception:
+            pass
+
 
 class _LibrdkafkaLogger:
     """Route librdkafka's own log lines through Python logging at DEBUG."""
@@ -27,6 +58,7 @@ def client_conf(config: MM2Config, alias: str, role: str, flow: FlowConfig | Non
     conf = dict(librdkafka_config(config.client_config(alias, role, flow), role, cluster=alias))
     conf.update(extra)
     conf.setdefault("logger", _LibrdkafkaLogger(alias))
+    conf.setdefault("error_cb", _ErrorRecorder(alias))
     return conf
 
 

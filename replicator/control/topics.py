@@ -36,6 +36,35 @@ def _result(future, what: str, cluster: str, timeout: float = 60.0):
         raise ClusterError(f"{what} failed: {exc}", cluster=cluster) from None
 
 
+def list_topics(admin, cluster: str, timeout: float = 30.0):
+    """Cluster metadata, or a ClusterError naming the cluster (it is down, unreachable or
+    refuses the credentials: that one is told at once, not after the whole timeout)."""
+    import time
+
+    from replicator.control.clients import forget_error, last_error
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = admin.list_topics(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+            forget_error(cluster)
+            return md
+        except Exception as exc:
+            err = exc.args[0] if getattr(exc, "args", None) else None
+            text = err.str() if hasattr(err, "str") else str(exc)
+        try:
+            admin.poll(0)  # serve the client's error callbacks (an authentication failure)
+        except Exception:
+            pass
+        why = last_error(cluster)
+        if why:
+            raise ClusterError(f"cannot read the topic list: {why}", cluster=cluster,
+                               hint="check the security settings of this cluster in mm2.properties "
+                                    "(ALIAS.sasl.jaas.config, ALIAS.ssl.truststore.*)") from None
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"cannot read the topic list: {text}", cluster=cluster) from None
+
+
 def excluded_config(name: str, patterns: list[str]) -> bool:
     """config.properties.exclude entries are regexes in MM2 (matched whole)."""
     for p in patterns:
@@ -57,11 +86,12 @@ class TopicSync:
         self.topic_filter = flow.topic_filter
         self.source_admin = source_admin
         self.target_admin = target_admin
+        self.seen_on_target: set[str] = set()  # mirror topics this run saw or created on the target
 
     # -- discovery -------------------------------------------------------------------
     def discover(self) -> dict[str, int]:
         """Source topics this flow replicates, with their partition counts."""
-        md = self.source_admin.list_topics(timeout=30)
+        md = list_topics(self.source_admin, self.flow.source)
         out = {}
         for name, tmd in md.topics.items():
             if tmd.error is not None:
@@ -101,8 +131,16 @@ class TopicSync:
         from confluent_kafka.admin import NewPartitions, NewTopic
 
         changes: list[str] = []
-        existing = self.target_admin.list_topics(timeout=30).topics
+        existing = list_topics(self.target_admin, self.flow.target).topics
         missing = [p for p in plans if p.target_topic not in existing]
+        for p in missing:
+            if p.target_topic in self.seen_on_target:
+                # MM2 re-creates a mirror topic that disappeared from the target; so do we, loudly.
+                log.warning("mirror topic %s was deleted on cluster %s while %s on %s is still replicated: "
+                            "re-creating it; the records it held are gone from the target and are not copied "
+                            "again, copying continues from the replicator's current position",
+                            p.target_topic, self.flow.target, p.source_topic, self.flow.source)
+        self.seen_on_target.update(p.target_topic for p in plans if p.target_topic in existing)
         configs = self.source_configs([p.source_topic for p in missing]) if missing else {}
         if missing:
             new = [
@@ -120,6 +158,7 @@ class TopicSync:
                         f"cannot create mirror topic {name}: {exc}", cluster=self.flow.target, topic=name,
                         hint="check replication.factor against the target's broker count and the ACLs of the replicator",
                     ) from None
+                self.seen_on_target.add(name)
                 plan = next(p for p in missing if p.target_topic == name)
                 msg = f"created {name} on {self.flow.target} ({plan.partitions} partitions, replication factor {self.flow.replication_factor}, configs {configs.get(plan.source_topic, {})})"
                 log.info(msg)
@@ -142,7 +181,7 @@ def ensure_internal_topic(admin, cluster: str, name: str, replication_factor: in
     """A single-partition compacted internal topic (offset-syncs, checkpoints, heartbeats)."""
     from confluent_kafka.admin import NewTopic
 
-    if name in admin.list_topics(timeout=30).topics:
+    if name in list_topics(admin, cluster).topics:
         return
     fut = admin.create_topics([NewTopic(name, 1, replication_factor, config={"cleanup.policy": "compact"})])[name]
     try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replicator.devenv import artifacts
+from replicator.devenv.security import SaslSsl
 from replicator.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class KafkaCluster:
     data_dir: Path
     heap: str = DEFAULT_HEAP
     extra_config: dict[str, str] = field(default_factory=dict)
+    #: None: PLAINTEXT (the default). Otherwise clients must use SASL_SSL with these users and CA.
+    sasl_ssl: SaslSsl | None = None
     process: subprocess.Popen | None = None
     pid: int | None = None
 
@@ -109,8 +112,16 @@ class KafkaCluster:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
+        if self.sasl_ssl is not None:
+            props.update(self.sasl_ssl.broker_properties(self.port, self.controller_port))
         props.update(self.extra_config)
         return props
+
+    def client_config(self, user: str | None = None, password: str | None = None) -> dict[str, str]:
+        """confluent-kafka settings besides bootstrap.servers: none for PLAINTEXT, SASL_SSL otherwise."""
+        if self.sasl_ssl is None:
+            return {}
+        return self.sasl_ssl.librdkafka(*([user] if user else []), password=password)
 
     def _java(self, main: str, *args: str, **popen) -> subprocess.Popen:
         jars = artifacts.ensure(artifacts.KAFKA)
@@ -136,6 +147,7 @@ class KafkaCluster:
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         proc = self._java(
             "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(cfg),
+            *(self.sasl_ssl.scram_arguments() if self.sasl_ssl else []),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         out, _ = proc.communicate(timeout=120)
@@ -166,7 +178,8 @@ class KafkaCluster:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, "logger": _quiet})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, "logger": _quiet,
+                             **self.client_config()})
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

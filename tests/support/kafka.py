@@ -8,12 +8,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin(bootstrap: str, **conf) -> AdminClient:
+    """``conf``: extra settings, e.g. ``**cluster.client_config()`` for a SASL_SSL test cluster."""
+    return AdminClient({"bootstrap.servers": bootstrap, **conf})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
-    client = admin(bootstrap)  # must outlive the futures
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, **conf) -> None:
+    client = admin(bootstrap, **conf)  # must outlive the futures
     fs = client.create_topics([NewTopic(name, partitions, 1, config=config or {})])
     for f in fs.values():
         f.result(30)
