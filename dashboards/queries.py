@@ -191,6 +191,7 @@ def replicator_throughput() -> list[Query]:
         Query(rate(m.REPLICATOR_RECORDS, FLOW), "{{flow}} records/s"),
         Query(rate(m.REPLICATOR_BYTES, FLOW), "{{flow}} bytes/s"),
         Query(rate(m.REPLICATOR_BATCHES, FLOW), "{{flow}} batches/s"),
+        Query(rate(m.REPLICATOR_RECORDS_LOST, FLOW), "{{flow}} records lost/s (deleted on the source first)"),
     ]
 
 

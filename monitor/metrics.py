@@ -230,6 +230,11 @@ REPLICATOR_RECORDS = _m(
     "replicator_records_total", "counter", "records", F,
     "Records the replicator wrote to the target (acknowledged), replays after a crash included.",
     level="replicator")
+REPLICATOR_RECORDS_LOST = _m(
+    "replicator_records_lost_total", "counter", "records", F,
+    "Source records the replicator found deleted on the source (retention, delete-records) before it could "
+    "copy them; each is also logged as DATA LOSS with topic, partition and offsets.",
+    level="replicator")
 REPLICATOR_BYTES = _m(
     "replicator_bytes_total", "counter", "bytes", F,
     "Key and value bytes the replicator wrote to the target.", level="replicator")

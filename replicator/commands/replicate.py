@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+SOURCE_DEFAULT = "direct"
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "replicate",
@@ -17,14 +20,25 @@ def register(sub) -> None:
         ),
     )
     p.add_argument("config", metavar="CONFIG", help="path to mm2.properties")
-    p.add_argument("--master", help="Spark master URL (default local[*]; ignored under spark-submit unless given)")
+    p.add_argument("--master", help="Spark master URL (default local[*,4]: all cores, a failed task is retried up to 4 times; ignored under spark-submit unless given)")
     p.add_argument("--checkpoint-dir", default="sparkmirror-checkpoints",
                    help="Spark checkpoint directory, one sub-folder per flow (default ./sparkmirror-checkpoints)")
     p.add_argument("--max-records-per-batch", type=int, default=None,
                    help="cap on records per micro-batch across all partitions (Spark maxOffsetsPerTrigger)")
     p.add_argument("--spark-ui", action="store_true", help="enable the Spark UI")
+    p.add_argument("--source", choices=("direct", "kafka"), default=SOURCE_DEFAULT, dest="source_mode",
+                   help="how records are read: 'direct' — Spark plans offset ranges and each task copies its range "
+                        "with confluent-kafka, record bytes never enter the JVM; 'kafka' — Spark's "
+                        "spark-sql-kafka-0-10 source feeds the writer through Arrow (slower; see BENCHMARKS.md); "
+                        "exactly-once flows always use 'kafka' (default: %(default)s)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
+                   help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
+                        "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
     p.add_argument("--metrics-listen", default="127.0.0.1:9465", metavar="HOST:PORT",
                    help="serve the replicator's own Prometheus metrics here (default 127.0.0.1:9465; 'off' disables)")
+    p.add_argument("--web-config-file", metavar="FILE", default=None,
+                   help="TLS and/or basic auth for the metrics endpoint, in Prometheus' web configuration format "
+                        "(the same file sparkmirror monitor takes)")
     p.set_defaults(func=_run)
 
 
@@ -34,10 +48,30 @@ def _run(args) -> int:
     from replicator.model.flowclients import translate_clients
 
     listen = parse_listen(args.metrics_listen)
+    if args.web_config_file is not None:
+        from replicator.datapath.progress import metrics
+        from replicator.webconfig import load_web_config
+
+        metrics().web_config = load_web_config(args.web_config_file)  # refused here, before Spark starts
+    spark_conf = _spark_conf(args.spark_conf)
     config = load_config(args.config)
     translate_clients(config)  # every client's settings: a bad one stops here, before Spark starts
     from replicator.datapath.job import ReplicatorJob
 
     return ReplicatorJob(config, args.checkpoint_dir, master=args.master,
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
-                         metrics_listen=listen).run()
+                         metrics_listen=listen, spark_conf=spark_conf,
+                         source_mode=args.source_mode).run()
+
+
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    from replicator.errors import UsageError
+
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise UsageError(f"--conf {item[:200]!r}: expected KEY=VALUE with a Spark key (spark.*)",
+                             hint="for example --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
+        conf[key.strip()] = value.strip()
+    return conf

@@ -176,7 +176,7 @@ class OffsetSyncsReader:
 
     Translation is interpolated along runs of syncs (sparkmirror's precise
     mode) unless the target cluster runs exactly-once
-    (``B.exactly.once.source.support = enabled``): transaction markers on the
+    (``FlowConfig.exactly_once``): transaction markers on the
     target then break the "equal D - U means no gap" argument, and the store
     falls back to MM2's rule over the kept syncs.
     """
@@ -185,7 +185,7 @@ class OffsetSyncsReader:
         self.flow = flow
         self.cluster, self.topic = offset_syncs_location(flow)
         kwargs = {"max_entries": max_entries} if max_entries else {}
-        self.store = OffsetSyncStore(flow.offset_lag_max, interpolate=flow.exactly_once_support != "enabled",
+        self.store = OffsetSyncStore(flow.offset_lag_max, interpolate=not flow.exactly_once,
                                      **kwargs)
         #: newest sync per (upstream topic, partition), in topic order
         self.latest: dict[tuple[str, int], OffsetSync] = {}
@@ -289,7 +289,7 @@ def resume_offsets(latest: dict[tuple[str, int], OffsetSync], assignment: dict[s
     return offsets, notes
 
 
-def starting_offsets_from_syncs(config, flow, assignment: dict[str, int] | None = None
+def starting_offsets_from_syncs(config, flow, assignment: dict[str, int] | None = None, checkpoint_dir=None
                                 ) -> dict[str, dict[int, int]] | None:
     """Per-partition start offsets for a flow that has no Spark checkpoint yet, or None.
 
@@ -310,7 +310,11 @@ def starting_offsets_from_syncs(config, flow, assignment: dict[str, int] | None 
         for topic, p in reader.latest:
             assignment[topic] = max(assignment.get(topic, 0), p + 1)
     synced = [(t, p) for (t, p) in reader.latest if p < assignment.get(t, 0)]
+    where = f" in {checkpoint_dir}" if checkpoint_dir is not None else ""
     if not synced:
+        log.info("flow %s: no Spark checkpoint found%s and no offset-syncs for its %d partitions in %s on %s: "
+                 "copying from the earliest offsets", flow.name, where, sum(assignment.values()), reader.topic,
+                 reader.cluster)
         return None
     policy = flow.policy
 
@@ -323,8 +327,9 @@ def starting_offsets_from_syncs(config, flow, assignment: dict[str, int] | None 
     for note in notes:
         log.warning("flow %s: %s", flow.name, note)
     resumed = sum(1 for per in offsets.values() for o in per.values() if o != SPARK_EARLIEST)
-    log.info("flow %s: no Spark checkpoint yet; %d of %d partitions resume after the progress recorded in %s on "
-             "%s (Apache MM2's or an earlier run's), the rest start from the earliest offset", flow.name, resumed,
+    log.info("flow %s: no Spark checkpoint found%s; resuming from the offset-syncs instead of copying again: "
+             "%d of %d partitions resume after the progress recorded in %s on %s (Apache MM2's or an earlier "
+             "run's), the rest start from the earliest offset", flow.name, where, resumed,
              sum(assignment.values()), reader.topic, reader.cluster)
     return offsets if resumed else None
 
@@ -351,7 +356,7 @@ def spark_starting_offsets(config, flow, assignment: dict[str, int], checkpoint_
         return "earliest"  # ignored by Spark; it resumes from the checkpoint
     import json
 
-    offsets = starting_offsets_from_syncs(config, flow, assignment)
+    offsets = starting_offsets_from_syncs(config, flow, assignment, checkpoint_dir)
     if not offsets:
         return "earliest"
     return json.dumps({t: {str(p): o for p, o in sorted(per.items())} for t, per in sorted(offsets.items())})

@@ -16,6 +16,7 @@ earliest offset.
 from __future__ import annotations
 
 import json
+import re
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 from replicator.control.clients import admin, client_conf, producer
 from replicator.control.offsetsyncs_reader import spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
+from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.progress import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition
 from replicator.errors import ClusterError, SparkmirrorError
@@ -34,6 +36,15 @@ from replicator.model.offsets import OffsetSyncEmitter
 log = logging.getLogger("sparkmirror.replicate")
 
 GRACEFUL_STOP_S = 10.0
+#: A failed query is restarted from its checkpoint after this many seconds, doubling to the cap.
+RESTART_BACKOFF_S = (5.0, 60.0)
+#: A batch running longer than this is reported (and again every as long), naming the cluster it waits for.
+SLOW_BATCH_S = 20.0
+# Write errors that replaying the batch can never fix: the flow stops on them (the
+# record is named; nothing after it is committed). Every other failure — a broker
+# down, a deleted topic, a lost Spark task — restarts the query from its checkpoint.
+PERMANENT_WRITE_ERRORS = ("size too large", "invalid record", "authorization failed", "policy violation",
+                          "corrupt", "no target topic known", "invalid timestamp")
 
 # librdkafka defaults that suit a mirror writer; anything set in mm2.properties
 # (B.producer.*) wins.
@@ -45,7 +56,30 @@ WRITER_PRODUCER_DEFAULTS = {
     "queue.buffering.max.messages": "1000000",
     "queue.buffering.max.kbytes": "1048576",
     "message.max.bytes": "4194304",
+    # Executors have no Python logger for librdkafka: unreachable brokers would print a
+    # line per reconnect attempt. The driver reports what a slow batch waits for instead,
+    # and every delivery error still fails the batch with its cause.
+    "log_level": "2",
 }
+
+
+def summarize_spark_error(text: str) -> str:
+    """One line a person can act on from a py4j/Spark error text (which can run to pages)."""
+    stage = re.search(r"Job aborted due to stage failure: (Task \S+ in stage \S+ failed \d+ times)", text)
+    cause = None
+    for pattern in (r"Python worker exited unexpectedly \(crashed\)[^\n]*", r"(?:KafkaException|KafkaError)[^\n]*",
+                    r"^\w*(?:Error|Exception): [^\n]+"):
+        found = re.findall(pattern, text, re.M)
+        found = [f for f in found if "Traceback" not in f and "Py4J" not in f]
+        if found:
+            cause = found[-1].strip()
+            break
+    if stage:
+        return f"{stage.group(1)} ({cause})" if cause else stage.group(1)
+    if cause:
+        return cause
+    lines = [l.strip() for l in text.splitlines() if l.strip() and "Traceback" not in l]
+    return lines[0] if lines else ""
 
 
 @dataclass
@@ -62,8 +96,10 @@ class FlowStats:
 
 
 class FlowReplicator:
-    def __init__(self, config, flow, spark, checkpoint_root: Path, max_records_per_batch: int | None = None):
+    def __init__(self, config, flow, spark, checkpoint_root: Path, max_records_per_batch: int | None = None,
+                 source_mode: str = "direct"):
         self.config = config
+        self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
         self.checkpoint_dir = Path(checkpoint_root) / f"{flow.source}-to-{flow.target}"
@@ -84,6 +120,14 @@ class FlowReplicator:
         self.failure: str | None = None
         self.stopping = False
         self._lock = threading.Lock()
+        # Starting, stopping and restarting the query: the supervisor (job's main loop)
+        # and the topic refresh thread both do it.
+        self._query_lock = threading.RLock()
+        self._restart_at: float | None = None
+        self._restart_delay = RESTART_BACKOFF_S[0]
+        self._batch_running: tuple[int, float] | None = None  # (batch id, monotonic start)
+        self._slow_reported_at = 0.0
+        self._last_job_seen = -1
         self._source_options = self._spark_source_options()
 
     @property
@@ -104,6 +148,11 @@ class FlowReplicator:
                 if self.assignment:
                     log.info("flow %s: topic set changed (new: %s, grown: %s, gone: %s)", self.name,
                              added or "-", grown or "-", gone or "-")
+                for t in gone:
+                    log.warning("flow %s: source topic %s is gone from cluster %s (deleted, or no longer "
+                                "matched by the topic filter); it is no longer replicated, its mirror %s on "
+                                "%s is kept, the other topics keep flowing", self.name, t, self.flow.source,
+                                self.policy.format_remote_topic(self.flow.source, t), self.flow.target)
                 self.assignment = discovered
         return changed
 
@@ -125,16 +174,70 @@ class FlowReplicator:
     def _writer_spec(self) -> WriterSpec:
         conf = client_conf(self.config, self.flow.target, "producer", self.flow)
         conf.pop("logger", None)  # not picklable; executors log through Spark
+        conf.pop("error_cb", None)
         merged = {**WRITER_PRODUCER_DEFAULTS, **{k: str(v) for k, v in conf.items()}}
         topic_map = tuple((t, self.policy.format_remote_topic(self.flow.source, t)) for t in sorted(self.assignment))
         return WriterSpec(self.flow.source, self.flow.target, tuple(sorted(merged.items())), topic_map)
 
+    def _writer_fn(self, spec: WriterSpec):
+        """At-least-once (write_partition) or, with exactly-once on, eos_writer's transactions."""
+        if not self.flow.exactly_once:
+            return partial(write_partition, spec)
+        return partial(write_partition_eos, EosWriterSpec(spec, progress_group(self.flow.source, self.flow.target)))
+
     def start_query(self) -> None:
+        with self._query_lock:
+            self._start_query()
+
+    def _start_query(self) -> None:
         self.stopping = False
         if not self.assignment:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return
         spec = self._writer_spec()
+        if self.source_mode == "direct" and not self.flow.exactly_once:  # eos_writer needs Spark's Kafka source
+            df = self._direct_source(spec)
+            writer_fn = None
+        else:
+            df = self._spark_kafka_source()
+            writer_fn = self._writer_fn(spec)
+        handler = partial(self._on_batch, writer_fn)
+        self.query = (
+            df.writeStream.queryName(f"sparkmirror {self.name}")
+            .option("checkpointLocation", str(self.checkpoint_dir))
+            .foreachBatch(handler)
+            .start()
+        )
+        metrics().partitions.labels(self.name).set(sum(self.assignment.values()))
+        log.info("flow %s: streaming %d topics (%d partitions) -> %s, checkpoint %s", self.name,
+                 len(self.assignment), sum(self.assignment.values()), self.flow.target, self.checkpoint_dir)
+        if self.flow.exactly_once:
+            log.info("flow %s: exactly-once (%s): one transaction per source partition and batch, progress in "
+                     "consumer group %s on %s; read the mirror topics with isolation.level=read_committed",
+                     self.name, self.flow.exactly_once_reason(), progress_group(self.flow.source, self.flow.target),
+                     self.flow.target)
+
+    def _direct_source(self, wspec: WriterSpec):
+        from replicator.datapath.source import SourceSpec, make_source_class
+
+        conf = client_conf(self.config, self.flow.source, "consumer", self.flow)
+        conf.pop("logger", None)
+        conf.pop("error_cb", None)
+        start = spark_starting_offsets(self.config, self.flow, self.assignment, self.checkpoint_dir)
+        starting = () if start == "earliest" else tuple(
+            (t, int(p), int(o)) for t, per in sorted(json.loads(start).items()) for p, o in sorted(per.items()))
+        admin_conf = client_conf(self.config, self.flow.source, "admin", self.flow)
+        admin_conf.pop("logger", None)
+        admin_conf.pop("error_cb", None)
+        spec = SourceSpec(wspec, tuple(sorted((k, str(v)) for k, v in conf.items())),
+                          tuple(sorted(self.assignment.items())), starting, self.max_records_per_batch,
+                          tasks=max(1, self.spark.sparkContext.defaultParallelism),
+                          admin_config=tuple(sorted((k, str(v)) for k, v in admin_conf.items())))
+        name = "sparkmirror_" + "".join(c if c.isalnum() else "_" for c in self.name)
+        self.spark.dataSource.register(make_source_class(spec, name))
+        return self.spark.readStream.format(name).load()
+
+    def _spark_kafka_source(self):
         assign = json.dumps({t: list(range(n)) for t, n in self.assignment.items()})
         reader = self.spark.readStream.format("kafka")
         for k, v in self._source_options.items():
@@ -151,20 +254,13 @@ class FlowReplicator:
         )
         if self.max_records_per_batch:
             reader = reader.option("maxOffsetsPerTrigger", str(self.max_records_per_batch))
-        df = reader.load()
-        writer_fn = partial(write_partition, spec)
-        handler = partial(self._on_batch, writer_fn)
-        self.query = (
-            df.writeStream.queryName(f"sparkmirror {self.name}")
-            .option("checkpointLocation", str(self.checkpoint_dir))
-            .foreachBatch(handler)
-            .start()
-        )
-        metrics().partitions.labels(self.name).set(sum(self.assignment.values()))
-        log.info("flow %s: streaming %d topics (%d partitions) -> %s, checkpoint %s", self.name,
-                 len(self.assignment), sum(self.assignment.values()), self.flow.target, self.checkpoint_dir)
+        return reader.load()
 
     def stop_query(self) -> None:
+        with self._query_lock:
+            self._stop_query()
+
+    def _stop_query(self) -> None:
         self.stopping = True
         q, self.query = self.query, None
         if q is not None:
@@ -184,25 +280,100 @@ class FlowReplicator:
                 log.debug("flow %s: stop: %s", self.name, exc)
 
     def restart_query(self) -> None:
-        self.stop_query()
-        self.start_query()
+        with self._query_lock:
+            self._stop_query()
+            self._start_query()
+            self._restart_at = None
 
     def check_query(self) -> None:
-        """Raise a SparkmirrorError if the query died (for example a rejected record)."""
-        q = self.query
-        if q is None or q.isActive:
+        """Supervise the query (called every half second by the job).
+
+        A query that failed for a reason a replay can fix (a broker down, a deleted
+        topic, a lost Spark task) is restarted from its checkpoint after a backoff,
+        once the topic refresh succeeds again (it re-creates a deleted mirror topic
+        and drops a deleted source topic); the failed batch was never committed, so
+        it is copied again: duplicates, never loss. A permanent write error (a
+        record the target rejects) raises a SparkmirrorError and stops the job.
+        """
+        with self._query_lock:
+            if self._restart_at is not None:
+                if time.monotonic() >= self._restart_at:
+                    self._try_restart()
+                return
+            q = self.query
+            if q is None:
+                return
+            active = q.isActive
+            running = self._batch_running
+            slow = (active and running is not None
+                    and time.monotonic() - max(running[1], self._slow_reported_at) >= SLOW_BATCH_S)
+            if slow:
+                self._slow_reported_at = time.monotonic()
+        if active:
+            if slow:  # outside the lock: the probe takes seconds when a cluster is down
+                self._report_slow_batch(*running)
             return
-        exc = q.exception()
-        if exc is None:
+        with self._query_lock:
+            if q is not self.query:
+                return  # restarted meanwhile by the topic refresh
+            exc = q.exception()
+            if exc is None:
+                return
+            msg = self._failure_message(exc)
+            if any(p in msg.lower() for p in PERMANENT_WRITE_ERRORS):
+                raise SparkmirrorError(f"flow {self.name} stopped: {msg}",
+                                       hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
+            self.query = None
+            self.failure = msg
+            self._restart_at = time.monotonic() + self._restart_delay
+            down = self._unreachable_clusters()
+            log.warning("flow %s: the streaming query failed: %s;%s the failed batch was not committed, restarting "
+                        "from the checkpoint in %.0f s", self.name, msg,
+                        f" waiting: {', '.join(down)};" if down else "", self._restart_delay)
+
+    def _unreachable_clusters(self) -> list[str]:
+        down = []
+        for alias, adm in ((self.flow.source, self.source_admin), (self.flow.target, self.target_admin)):
+            try:
+                adm.list_topics(timeout=3)
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                down.append(f"cluster {alias} unreachable ({first})")
+        return down
+
+    def _report_slow_batch(self, batch_id: int, started: float) -> None:
+        """Say what a long batch waits for: the writer keeps retrying, the reader keeps fetching."""
+        down = self._unreachable_clusters()
+        what = ", ".join(down) if down else f"clusters {self.flow.source} and {self.flow.target} answer; the batch is slow"
+        (log.warning if down else log.info)("flow %s: batch %d running for %.0f s, waiting: %s; its records are retried until delivered or "
+                    "the batch fails and is replayed (nothing is skipped)", self.name, batch_id,
+                    time.monotonic() - started, what)
+
+    def _try_restart(self) -> None:
+        try:
+            self.refresh_topics()
+            self._stop_query()
+            self._start_query()
+        except Exception as exc:
+            self._restart_delay = min(self._restart_delay * 2, RESTART_BACKOFF_S[1])
+            self._restart_at = time.monotonic() + self._restart_delay
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            log.warning("flow %s: not restarted yet, waiting for clusters %s and %s (%s); next attempt in %.0f s",
+                        self.name, self.flow.source, self.flow.target, text, self._restart_delay)
             return
+        self._restart_at = None
+        log.info("flow %s: restarted after the failure (%s)", self.name, self.failure)
+
+    @staticmethod
+    def _failure_message(exc) -> str:
         text = str(exc)
         idx = text.find(ERROR_MARKER)
         if idx >= 0:
-            msg = text[idx + len(ERROR_MARKER) + 2:].splitlines()[0]
-        else:
-            msg = text.strip().splitlines()[0] if text.strip() else repr(exc)
-        raise SparkmirrorError(f"flow {self.name} stopped: {msg}",
-                               hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
+            return text[idx + len(ERROR_MARKER) + 2:].splitlines()[0]
+        own = re.search(r"batch \d+ failed: [^\n]*", text)
+        if own:
+            return own.group(0)
+        return summarize_spark_error(text) or repr(exc)
 
     # -- one micro-batch (runs on the driver, inside Spark's foreachBatch) ---------------
     def _on_batch(self, writer_fn, df, batch_id: int) -> None:
@@ -218,24 +389,53 @@ class FlowReplicator:
                 raise RuntimeError(text[idx:].splitlines()[0]) from None
             if self.stopping:
                 raise RuntimeError("batch abandoned: the query is stopping") from None
-            first = next((l for l in text.splitlines() if l.strip()), repr(exc))
-            raise RuntimeError(f"batch {batch_id} failed: {first[:500]}") from None
+            raise RuntimeError(f"batch {batch_id} failed: {(summarize_spark_error(text) or repr(exc))[:500]}") from None
 
     def _write_batch(self, writer_fn, df, batch_id: int) -> None:
         started = time.monotonic()
-        runs = df.mapInArrow(writer_fn, RUN_SCHEMA_DDL).toArrow().to_pylist()
+        self._batch_running = (batch_id, started)
+        try:
+            self._write_batch_runs(writer_fn, df, batch_id, started)
+        finally:
+            self._batch_running = None
+
+    def _write_batch_runs(self, writer_fn, df, batch_id: int, started: float) -> None:
+        if writer_fn is None:  # direct source: the tasks already mirrored their ranges
+            runs = df.toArrow().to_pylist()
+        else:
+            ddl = EOS_RUN_SCHEMA_DDL if self.flow.exactly_once else RUN_SCHEMA_DDL
+            runs = df.mapInArrow(writer_fn, ddl).toArrow().to_pylist()
         runs.sort(key=lambda r: (r["topic"], r["partition"], r["upstream_start"]))
         syncs = []
         records = nbytes = 0
         max_latency = 0
         for r in runs:
+            if r.get("lost"):
+                # The direct source found the start of its range already deleted on the source
+                # (retention or delete-records): the records are gone, say so loudly.
+                log.warning("flow %s batch %d: DATA LOSS: %d records of source cluster %s topic %s partition %d "
+                            "(offsets %d..%d) were deleted there before they were replicated; copying goes on "
+                            "from offset %d (raise retention on the source or replicate faster)", self.name,
+                            batch_id, r["lost"], self.flow.source, r["topic"], r["partition"], r["upstream_start"],
+                            r["upstream_start"] + r["lost"] - 1, r["upstream_start"] + r["lost"])
+                metrics().lost(self.name, r["lost"])
+                continue
             records += r["records"]
             nbytes += r["bytes"]
             max_latency = max(max_latency, r["max_latency_ms"])
             syncs.extend(self.emitter.record_run(r["topic"], r["partition"], r["upstream_start"],
                                                  r["downstream_start"], r["records"]))
         syncs.extend(self.emitter.take_pending())
+        skipped = sum(r.get("skipped") or 0 for r in runs)
+        if skipped:
+            log.info("flow %s batch %d: %d records not written again: already in committed transactions on %s",
+                     self.name, batch_id, skipped, self.flow.target)
         self._send_syncs(syncs)
+        retried = self._failed_task_attempts()
+        if retried:
+            log.warning("flow %s batch %d: %d Spark task attempts failed and were retried (a lost Python worker or "
+                        "executor); a retried task writes its partition's records again: duplicates, never loss",
+                        self.name, batch_id, retried)
         duration = time.monotonic() - started
         st = self.stats
         st.batches += 1
@@ -245,6 +445,7 @@ class FlowReplicator:
         st.offset_syncs += len(syncs)
         st.max_latency_ms = max(st.max_latency_ms, max_latency)
         st.last_batch_at = time.time()
+        self._restart_delay = RESTART_BACKOFF_S[0]  # a committed batch: the next failure waits briefly again
         st.last = {"batch": batch_id, "records": records, "bytes": nbytes, "seconds": duration,
                    "max_latency_ms": max_latency}
         metrics().batch(self.name, records, nbytes, len(syncs), duration, max_latency, st.last_batch_at)
@@ -254,6 +455,30 @@ class FlowReplicator:
                 self.name, batch_id, records, nbytes / 1e6, records / duration if duration else 0.0, duration,
                 max_latency / 1000, len(syncs),
             )
+
+    def _failed_task_attempts(self) -> int:
+        """Failed task attempts in this batch's Spark jobs (the query's job group), from Spark's status tracker."""
+        try:
+            sc = self.spark.sparkContext
+            group = sc.getLocalProperty("spark.jobGroup.id")
+            if not group:
+                return 0
+            tracker = sc.statusTracker()
+            failed = 0
+            newest = self._last_job_seen
+            for job_id in tracker.getJobIdsForGroup(group):
+                if job_id <= self._last_job_seen:
+                    continue
+                newest = max(newest, job_id)
+                job = tracker.getJobInfo(job_id)
+                for stage_id in (job.stageIds if job else ()):
+                    stage = tracker.getStageInfo(stage_id)
+                    failed += stage.numFailedTasks if stage else 0
+            self._last_job_seen = newest
+            return failed
+        except Exception as exc:  # only a report; never fail a written batch over it
+            log.debug("flow %s: task failure count unavailable: %s", self.name, exc)
+            return 0
 
     def _send_syncs(self, syncs) -> None:
         if not syncs:

@@ -25,8 +25,11 @@ log = logging.getLogger("sparkmirror.replicate")
 class ReplicatorJob:
     def __init__(self, config, checkpoint_dir: Path, master: str | None = None,
                  max_records_per_batch: int | None = None, ui: bool = False,
-                 metrics_listen: tuple[str, int] | None = None) -> None:
+                 metrics_listen: tuple[str, int] | None = None, spark_conf: dict[str, str] | None = None,
+                 source_mode: str = "direct") -> None:
+        self.source_mode = source_mode
         self.metrics_listen = metrics_listen
+        self.spark_conf = dict(spark_conf or {})
         self.config = config
         self.checkpoint_dir = Path(checkpoint_dir)
         self.master = master
@@ -58,7 +61,7 @@ class ReplicatorJob:
                 if flow.refresh_topics():
                     flow.restart_query()
             except SparkmirrorError as exc:
-                log.error("flow %s: topic refresh failed: %s", flow.name, exc)
+                log.warning("flow %s: topic refresh failed: %s; next attempt in %.0f s", flow.name, exc, interval)
             except Exception as exc:  # keep refreshing; the next round may succeed
                 log.error("flow %s: topic refresh failed: %r", flow.name, exc)
 
@@ -83,7 +86,7 @@ class ReplicatorJob:
         from replicator.datapath.progress import metrics
 
         metrics().serve(self.metrics_listen)
-        self.spark = build_session(self.master, ui=self.ui)
+        self.spark = build_session(self.master, ui=self.ui, conf=self.spark_conf)
         try:
             # Heartbeats topics first, so the flows' first topic discovery already sees them.
             emitters = [HeartbeatEmitter(self.config, f) for f in self.config.flows if f.emit_heartbeats_enabled]
@@ -93,7 +96,8 @@ class ReplicatorJob:
                 except SparkmirrorError as exc:
                     log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
             for f in enabled:
-                fr = FlowReplicator(self.config, f, self.spark, self.checkpoint_dir, self.max_records_per_batch)
+                fr = FlowReplicator(self.config, f, self.spark, self.checkpoint_dir, self.max_records_per_batch,
+                                    source_mode=self.source_mode)
                 fr.ensure_internal_topics()
                 fr.refresh_topics()
                 self.flows.append(fr)

@@ -3,14 +3,25 @@
 Per flow: batches, records, bytes, offset-syncs written, the duration of each
 batch and the newest source-to-target latency. Names come from monitor.metrics,
 the one list of every metric sparkmirror exports. ``--metrics-listen`` (default
-127.0.0.1:9465) chooses the address; ``off`` disables it.
+127.0.0.1:9465) chooses the address; ``off`` disables it. ``--web-config-file``
+(replicator.webconfig, the format the monitor reads too) adds TLS and basic
+auth; then every path asks for credentials (there is no /healthz here).
+
+prometheus_client's own ``start_http_server`` has TLS but no basic auth, so the
+same WSGI app is served here behind a small credentials check, with the TLS
+handshake done in each connection's thread (a client that never finishes its
+handshake holds only its own thread, not the accept loop).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from monitor import metrics as m
 from replicator.errors import UsageError
@@ -28,9 +39,59 @@ def parse_listen(value: str) -> tuple[str, int] | None:
         raise UsageError(f"--metrics-listen {value!r} is not HOST:PORT", hint="for example 127.0.0.1:9465, or off") from None
 
 
+class _QuietHandler(WSGIRequestHandler):
+    timeout = 60  # seconds: a client that connects and says nothing (or never finishes TLS) gives its thread back
+
+    def log_message(self, *args) -> None:  # no access log on stderr
+        pass
+
+
+def _server_class(host: str, port: int, live):
+    """``live``: a replicator.webreload.LiveWebConfig, or None for plain HTTP without auth."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+        def get_request(self):
+            conn, addr = super().get_request()
+            if live is not None:
+                loaded = live.poll()  # the web config file changed? (at most one stat round a second)
+                if loaded is not None:
+                    live.apply(loaded)  # here: the thread that makes every connection's TLS object
+                if live.ssl_context is not None:
+                    conn = live.ssl_context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+            return conn, addr
+
+        def handle_error(self, request, client_address) -> None:
+            # A plain-HTTP request to the TLS port, a client that hangs up: nothing to print a traceback for.
+            log.debug("metrics request from %s failed", client_address[0], exc_info=True)
+
+    return Server
+
+
+def with_basic_auth(app, live, failures):
+    """The WSGI ``app`` behind the basic auth of ``live`` (a LiveWebConfig) as it is at each request."""
+    from replicator.webconfig import WWW_AUTHENTICATE
+
+    def guarded(environ, start_response):
+        auth = live.auth
+        if auth is None or auth.check(environ.get("HTTP_AUTHORIZATION")):
+            return app(environ, start_response)
+        failures.note(environ.get("PATH_INFO", ""), environ.get("REMOTE_ADDR"))
+        start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
+                                            ("WWW-Authenticate", WWW_AUTHENTICATE)])
+        return [b"401 Unauthorized\n"]
+
+    return guarded
+
+
 class ReplicatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        #: Set by ``sparkmirror replicate --web-config-file`` before the job starts serving.
+        self.web_config = None
+        self.server = None
         r = self.registry
 
         def counter(spec):
@@ -41,6 +102,7 @@ class ReplicatorMetrics:
 
         self.batches = counter(m.REPLICATOR_BATCHES)
         self.records = counter(m.REPLICATOR_RECORDS)
+        self.records_lost = counter(m.REPLICATOR_RECORDS_LOST)
         self.bytes = counter(m.REPLICATOR_BYTES)
         self.offset_syncs = counter(m.REPLICATOR_OFFSET_SYNCS)
         self.heartbeats = counter(m.REPLICATOR_HEARTBEATS_SENT)
@@ -55,12 +117,22 @@ class ReplicatorMetrics:
         if listen is None:
             return
         host, port = listen
+        app = make_wsgi_app(self.registry)
+        live = None
+        if self.web_config is not None:
+            from replicator.webconfig import FailedLogins
+            from replicator.webreload import LiveWebConfig
+
+            live = LiveWebConfig(self.web_config)
+            app = with_basic_auth(app, live, FailedLogins(log))
         try:
-            start_http_server(port, addr=host, registry=self.registry)
+            self.server = make_server(host, port, app, _server_class(host, port, live), handler_class=_QuietHandler)
         except OSError as exc:
             raise UsageError(f"cannot serve replicator metrics on {host}:{port}: {exc.strerror}",
                              hint="choose another --metrics-listen HOST:PORT, or 'off'") from None
-        log.info("replicator metrics on http://%s:%d/metrics", host, port)
+        threading.Thread(target=self.server.serve_forever, name="replicator-metrics", daemon=True).start()
+        log.info("replicator metrics on %s://%s:%d/metrics%s", live.scheme if live else "http", host,
+                 self.server.server_address[1], " with basic auth" if live and live.auth else "")
 
     def batch(self, flow: str, records: int, nbytes: int, syncs: int, seconds: float, max_latency_ms: int,
               finished_at: float) -> None:
@@ -72,6 +144,10 @@ class ReplicatorMetrics:
         if records:
             self.latency.labels(flow).set(max_latency_ms / 1000)
         self.last_batch.labels(flow).set(finished_at)
+
+
+    def lost(self, flow: str, records: int) -> None:
+        self.records_lost.labels(flow).inc(records)
 
 
 #: The process-wide instance; flows and heartbeat emitters report into it.

@@ -1,6 +1,6 @@
 """The Spark session the replicator runs in.
 
-Locally (``--master local[*]``, the default) sparkmirror starts Spark itself with
+Locally (``--master local[*,4]``, the default) sparkmirror starts Spark itself with
 the pinned spark-sql-kafka-0-10 connector jars from the cache. Under
 ``spark-submit`` the session already exists and its master and jars come from the
 submit command (see README: ``--packages org.apache.spark:spark-sql-kafka-0-10_2.13``).
@@ -15,6 +15,13 @@ import sys
 from replicator.devenv import artifacts
 
 log = logging.getLogger(__name__)
+
+
+#: ``local[*]`` gives a failed task no second attempt (maxFailures = 1): one lost
+#: Python worker would fail the whole batch and the query. ``local[*,4]`` retries a
+#: task up to 4 times, as spark.task.maxFailures does on a cluster; a retried write
+#: task copies its partition's records again (duplicates, never loss).
+DEFAULT_LOCAL_MASTER = "local[*,4]"
 
 
 def under_spark_submit() -> bool:
@@ -33,7 +40,7 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
     if not under_spark_submit():
         jars = artifacts.ensure(artifacts.SPARK_KAFKA).jars()
         builder = (
-            builder.master(master or "local[*]")
+            builder.master(master or DEFAULT_LOCAL_MASTER)
             .config("spark.jars", ",".join(str(j) for j in jars))
             .config("spark.driver.memory", os.environ.get("SPARKMIRROR_DRIVER_MEMORY", "2g"))
             .config("spark.driver.bindAddress", "127.0.0.1")
@@ -54,4 +61,29 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "ERROR"))
+    if "SPARKMIRROR_SPARK_LOG_LEVEL" not in os.environ:
+        _quiet_fault_loggers(spark)
     return spark
+
+
+#: Spark loggers that print a multi-page Java stack trace for faults sparkmirror
+#: handles and reports itself in one line: a failed task attempt that Spark retries
+#: (the flow logs the retried attempts after the batch) and a failed query (the flow
+#: logs the cause and restarts it from its checkpoint). SPARKMIRROR_SPARK_LOG_LEVEL
+#: brings them back for debugging.
+QUIET_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+)
+
+
+def _quiet_fault_loggers(spark) -> None:
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in QUIET_LOGGERS:
+            configurator.setLevel(name, off)
+    except Exception as exc:  # another log4j setup under spark-submit: keep Spark's own logging
+        log.debug("could not quiet Spark's fault loggers: %s", exc)

@@ -222,8 +222,12 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {spec.target_alias} "
             f"within {FLUSH_TIMEOUT_S:.0f} s; the batch will be replayed"
         )
-    rows = placements.runs
-    yield pa.RecordBatch.from_arrays(
+    yield runs_batch(placements.runs)
+
+
+def runs_batch(rows) -> "pa.RecordBatch":
+    """The runs of one task as one Arrow batch (RUN_SCHEMA)."""
+    return pa.RecordBatch.from_arrays(
         [
             pa.array([r.topic for r in rows], pa.string()),
             pa.array([r.partition for r in rows], pa.int32()),

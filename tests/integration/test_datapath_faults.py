@@ -24,11 +24,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 class SteadyProducer(threading.Thread):
     """Writes records with unique ids ("<n>") to a topic until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, first_id: int = 0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
         self.stop_event = threading.Event()
-        self.sent = 0
+        self.sent = first_id  # the next id; ids first_id..sent-1 were sent
         self.failed = 0
 
     def run(self) -> None:
@@ -54,54 +54,111 @@ class SteadyProducer(threading.Thread):
         return self.sent
 
 
-def test_sigkill_restart_loop_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir):
+KILLS_CATCH_UP = 4  # while a backlog written before the first start is copied
+KILLS_STEADY = 6  # while a producer keeps writing
+BACKLOG = 100_000
+
+
+@pytest.mark.timeout(1200)  # eleven Spark start-ups; about 4 minutes on an idle 2-core machine
+def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir):
+    """SIGKILL the whole replicator (driver, Spark JVM, Python workers) 10 times at random
+    moments: some during start-up, most mid-stream, first while a backlog is copied in capped
+    batches, then while a producer runs. Every record arrives; per-partition order holds."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"crash-{unique}"
+    mirror = f"primary.{topic}"
     create_topic(primary, topic, 6)
+    produce(primary, topic, ({"key": str(i % 97).encode(), "value": str(i).encode(), "partition": i % 6}
+                             for i in range(BACKLOG)), **{"linger.ms": 50, "enable.idempotence": True})
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    producer = SteadyProducer(primary, topic, 6)
-    producer.start()
+    args = ["--max-records-per-batch", "5000"]  # the catch-up takes many batches, so kills land inside it
     rng = random.Random(unique)
     kills = []
-    for round_ in range(3):
-        rep = Replicator(config, tmp_path / "ck", tmp_path / f"replicator-{round_}.log").start()
-        # sometimes during startup, mostly mid-stream
-        delay = rng.uniform(8, 40)
-        time.sleep(delay)
-        assert rep.running(), rep.log()[-3000:]
-        rep.kill9()
-        kills.append(round(delay, 1))
-    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator-final.log").start()
+    producer = SteadyProducer(primary, topic, 6, first_id=BACKLOG)
+    rep = None
     try:
-        time.sleep(5)
+        for round_ in range(KILLS_CATCH_UP + KILLS_STEADY):
+            phase = "catch-up" if round_ < KILLS_CATCH_UP else "steady"
+            if phase == "steady" and not producer.is_alive():
+                producer.start()
+            rep = Replicator(config, tmp_path / "ck", tmp_path / f"replicator-{round_}.log", args).start()
+            started = time.monotonic()
+            if rng.random() < 0.2:  # during start-up: before or while the query starts
+                time.sleep(rng.uniform(1, 8))
+                moment = "start-up"
+            else:  # mid-stream: after 1-3 committed batches of this run, mostly inside the next one
+                batches = rng.randint(1, 3)
+                _wait_for_batches(rep, batches)
+                time.sleep(rng.uniform(0, 2))
+                moment = f"after batch {batches - 1} + {time.monotonic() - started:.1f} s"
+            assert rep.running(), rep.log()[-3000:]
+            rep.kill9()
+            kills.append({"round": round_, "phase": phase, "moment": moment,
+                          "after_start_s": round(time.monotonic() - started, 1),
+                          "batches_logged": rep.log().count(" records, "),
+                          "on_target_at_kill": _end_offsets_sum(dr, mirror),
+                          "sent_at_kill": BACKLOG if phase == "catch-up" else producer.sent})
+        rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator-final.log").start()
+        rep.wait_for_log("flow primary->dr: streaming", 180)
+        time.sleep(3)
         sent = producer.stop()
         assert producer.failed == 0
         deadline = time.monotonic() + 240
         ids: list[int] = []
         while time.monotonic() < deadline:
-            ids = [int(m.value()) for m in consume_all(dr, f"primary.{topic}", timeout=20)]
+            ids = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
             if len(set(ids)) >= sent:
                 break
+            assert rep.running(), rep.log()[-3000:]
             time.sleep(3)
         lost = sent - len(set(ids))
         duplicated = len(ids) - len(set(ids))
-        report = {"kills_after_s": kills, "sent": sent, "on_target": len(ids), "lost": lost, "duplicated": duplicated}
+        report = {"kills": kills, "kills_total": len(kills), "backlog": BACKLOG, "sent": sent,
+                  "on_target": len(ids), "lost": lost, "duplicated": duplicated,
+                  "catch_up_kills_before_backlog_copied": sum(1 for k in kills if k["phase"] == "catch-up"
+                                                              and k["on_target_at_kill"] < BACKLOG)}
         (artifacts_dir / "kill9-datapath.json").write_text(json.dumps(report, indent=2))
-        print("kill -9 loop:", report)
+        print("kill -9 loop:", json.dumps({k: v for k, v in report.items() if k != "kills"}), kills)
         assert lost == 0, report
         assert set(ids) == set(range(sent))
-        # per-partition order survives: ids within a partition increase on the target
+        # per-partition order survives: the first copy of each record comes in source offset order
+        source: dict[int, list[int]] = {}
+        for m in consume_all(primary, topic, timeout=30):
+            source.setdefault(m.partition(), []).append(int(m.value()))
         by_partition: dict[int, list[int]] = {}
-        for m in consume_all(dr, f"primary.{topic}", timeout=20):
+        for m in consume_all(dr, mirror, timeout=30):
             by_partition.setdefault(m.partition(), []).append(int(m.value()))
         for p, seq in by_partition.items():
-            first_seen = list(dict.fromkeys(seq))
-            assert first_seen == sorted(first_seen), f"partition {p} out of order"
+            assert list(dict.fromkeys(seq)) == source[p], f"partition {p}: target order differs from the source's"
         assert rep.terminate() == 0
     finally:
         producer.stop_event.set()
-        if rep.running():
+        if rep is not None and rep.running():
             rep.kill9()
+
+
+def _wait_for_batches(rep: Replicator, n: int, timeout: float = 240) -> None:
+    """Until this run logged n batches with records (batch lines say 'N records, ')."""
+    deadline = time.monotonic() + timeout
+    while rep.log().count(" records, ") < n:
+        assert rep.running(), rep.log()[-3000:]
+        assert time.monotonic() < deadline, f"fewer than {n} batches in {timeout} s:\n{rep.log()[-3000:]}"
+        time.sleep(0.2)
+
+
+def _end_offsets_sum(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kill9-probe", "enable.auto.commit": False})
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return 0
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions)
+    except KafkaException:  # a leader moving, a broker restarting: ask again on the next poll
+        return 0
+    finally:
+        c.close()
 
 
 def test_rejected_record_stops_the_flow_and_is_not_skipped(kafka_clusters, tmp_path, unique):

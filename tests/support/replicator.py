@@ -33,16 +33,22 @@ def write_config(path: Path, primary: str, dr: str, extra: dict[str, str] | None
 class Replicator:
     """`sparkmirror replicate CONFIG --checkpoint-dir DIR` with its output in a log file."""
 
-    def __init__(self, config: Path, checkpoint_dir: Path, log_file: Path, extra_args: list[str] | None = None):
+    def __init__(self, config: Path, checkpoint_dir: Path, log_file: Path, extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
+        """``env``: extra environment, e.g. SPARKMIRROR_SPARK_LOG_LEVEL=INFO."""
         self.config, self.checkpoint_dir, self.log_file = config, checkpoint_dir, log_file
+        self.env = dict(env or {})
         from replicator.devenv.kafka import free_port
 
         self.metrics_port = free_port()
         self.extra_args = ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *(extra_args or [])]
+        # SPARKMIRROR_TEST_SOURCE=kafka|direct runs the suite against one data path
+        if os.environ.get("SPARKMIRROR_TEST_SOURCE") and "--source" not in self.extra_args:
+            self.extra_args += ["--source", os.environ["SPARKMIRROR_TEST_SOURCE"]]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Replicator":
-        env = dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g")
+        env = dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g", **self.env)
         self._out = open(self.log_file, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "replicator.cli", "replicate", str(self.config),

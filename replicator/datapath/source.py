@@ -1,0 +1,392 @@
+"""The direct data path: a PySpark streaming source whose tasks mirror offset ranges.
+
+Spark's Kafka source hands every record to Python through the JVM: the Kafka
+client decodes it, Spark copies it into an UnsafeRow, copies it again into an
+Arrow vector and streams that to the Python worker — about two thirds of the
+replicator's CPU on a 1 KB-record catch-up (bench/NOTES.md has the profile).
+This source keeps Spark for what it is good at — planning micro-batches,
+checkpointing offsets in its write-ahead log, scheduling one task per
+topic-partition, retrying failed tasks, scaling out — and lets the record bytes
+go from the source cluster to the target cluster inside one Python process:
+
+* ``latestOffset`` (driver side, Spark's Python streaming runner) asks the source
+  cluster for each assigned partition's last stable offset (``read_committed``),
+  capped by ``--max-records-per-batch``;
+* ``partitions(start, end)`` makes one task per partition with records;
+* ``read`` (executor) consumes exactly ``[start, end)`` with confluent-kafka and
+  produces every record with ``MirrorWriter``'s placement tracking, and yields the
+  runs — where each record landed — as Arrow rows. The driver turns those into
+  MM2 offset-syncs before Spark commits the batch, exactly as before.
+
+A crash before the commit replays the same offset ranges from the write-ahead
+log: duplicates, never loss. A range whose start was already deleted by retention
+is reported (log line with the count), never skipped silently.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+
+import pyarrow as pa
+
+from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, METADATA_WAIT_S, POLL_EVERY, RUN_SCHEMA,
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, runs_batch)
+
+# The writer's runs, plus rows that report records deleted on the source before they
+# were copied: records = 0, upstream_start = first lost offset, lost = how many.
+DIRECT_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("lost", pa.int64()))
+DIRECT_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", lost long"
+
+
+EARLIEST = -2  # start offset of a partition the checkpoint has not seen yet
+CONSUME_BATCH = 10_000
+READ_TIMEOUT_S = 120.0  # no progress at all for this long: fail the task (Spark retries it)
+
+_CONSUMERS: dict[tuple, object] = {}
+FIXED_CONSUMER_SETTINGS = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+    "enable.partition.eof": "true",  # the end of a range that ends in control records
+    "auto.offset.reset": "error",  # a deleted range is reported, never skipped silently
+    "isolation.level": "read_committed",  # aborted transactions never reach the target
+}
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Everything the source needs on the driver and in the executors (picklable)."""
+
+    writer: WriterSpec
+    consumer_config: tuple[tuple[str, str], ...]  # librdkafka settings for the source cluster
+    assignment: tuple[tuple[str, int], ...]  # source topic -> partition count
+    starting: tuple[tuple[str, int, int], ...]  # (topic, partition, offset) for a fresh checkpoint
+    max_records_per_batch: int | None = None
+    tasks: int = 2  # Spark tasks per batch: the cores Spark has (spark.default.parallelism)
+    admin_config: tuple[tuple[str, str], ...] = ()  # librdkafka settings of the source's admin client
+
+
+def _consumer(spec: SourceSpec):
+    from confluent_kafka import Consumer
+
+    consumer = _CONSUMERS.get(spec.consumer_config)
+    if consumer is None:
+        conf = {
+            "group.id": "sparkmirror-direct-reader",  # never joins or commits: partitions are assigned
+            # Executors have no Python logger for librdkafka: without this an unreachable broker
+            # prints a line per reconnect. A failing read still fails the task with its cause.
+            "log_level": "2",
+            # short broker long-poll: a new range's fetch queues behind the previous one
+            "fetch.wait.max.ms": "5",
+            "queued.max.messages.kbytes": "65536",
+            "fetch.max.bytes": "52428800",
+            "max.partition.fetch.bytes": "10485760",
+            **dict(spec.consumer_config),
+            # What the copy's correctness rests on, whatever A.consumer.* says (MM2's own
+            # consumer default auto.offset.reset=earliest would skip deleted ranges silently):
+            **FIXED_CONSUMER_SETTINGS,
+        }
+        consumer = Consumer(conf)
+        _CONSUMERS[spec.consumer_config] = consumer
+    return consumer
+
+
+# -- Spark's side -------------------------------------------------------------------------
+
+def make_source_class(spec: SourceSpec, name: str):
+    """A DataSource subclass bound to one flow's spec (registered under ``name``).
+
+    The spec travels inside the pickled class, not in reader options, so settings
+    such as SASL passwords never appear in Spark's plans, logs or UI.
+    """
+    from pyspark.sql.datasource import DataSource
+
+    class MirrorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def schema(self) -> str:
+            return DIRECT_RUN_SCHEMA_DDL
+
+        def streamReader(self, schema):
+            return MirrorStreamReader(spec)
+
+    MirrorSource.__qualname__ = MirrorSource.__name__ = f"MirrorSource_{name}"
+    return MirrorSource
+
+
+try:  # pyspark is an executor/driver dependency; the model must import without it
+    from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+except ImportError:  # pragma: no cover
+    DataSourceStreamReader = object
+    InputPartition = object
+
+
+class RangeGroup(InputPartition):
+    """One Spark task: offset ranges ``(topic, partition, start, end)`` of distinct partitions.
+
+    Order is kept per partition because a partition is never split across tasks; one
+    task carries several partitions so that a batch costs one Python task per core,
+    not one per partition (13 tasks of ~90 ms each made a trickle batch take 1.2 s).
+    """
+
+    def __init__(self, ranges: list[tuple[str, int, int, int]]) -> None:
+        self.ranges = ranges
+
+
+def group_ranges(ranges: list[tuple[str, int, int, int]], tasks: int) -> list[list[tuple[str, int, int, int]]]:
+    """Split ranges into at most ``tasks`` groups of about equal record counts (largest first)."""
+    def size(r):
+        return r[3] - r[2] if r[2] >= 0 else r[3]
+
+    groups: list[list] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    load = [0] * len(groups)
+    for r in sorted(ranges, key=lambda r: (-size(r), r[0], r[1])):
+        i = load.index(min(load))
+        groups[i].append(r)
+        load[i] += size(r)
+    return [sorted(g) for g in groups if g]
+
+
+class MirrorStreamReader(DataSourceStreamReader):
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self._admin = None
+        self._planned: dict[str, dict[str, int]] | None = None
+
+    # offsets are {topic: {partition (str): offset}}; JSON keys are strings
+    def _source_admin(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({"log_level": "2", **dict(self.spec.admin_config)})
+        return self._admin
+
+    def _list(self, spec_factory) -> dict[str, dict[str, int]]:
+        from confluent_kafka import IsolationLevel, TopicPartition
+
+        tps = [TopicPartition(t, p) for t, n in self.spec.assignment for p in range(n)]
+        if not tps:
+            return {}
+        futures = self._source_admin().list_offsets({tp: spec_factory() for tp in tps},
+                                                    isolation_level=IsolationLevel.READ_COMMITTED,
+                                                    request_timeout=30)
+        out: dict[str, dict[str, int]] = {}
+        for tp, fut in futures.items():
+            out.setdefault(tp.topic, {})[str(tp.partition)] = fut.result().offset
+        return out
+
+    def initialOffset(self) -> dict:
+        start: dict[str, dict[str, int]] = {t: {str(p): EARLIEST for p in range(n)} for t, n in self.spec.assignment}
+        for t, p, off in self.spec.starting:
+            if t in start:
+                start[t][str(p)] = off
+        return start
+
+    def latestOffset(self) -> dict:
+        from confluent_kafka.admin import OffsetSpec
+
+        try:
+            latest = self._list(OffsetSpec.latest)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise RuntimeError(f"{ERROR_MARKER}: cannot read the end offsets of source cluster "
+                               f"{self.spec.writer.source_alias}: {first[:300]}") from None
+        cap = self.spec.max_records_per_batch
+        if cap and self._planned is not None:
+            latest = _capped(self._planned, latest, cap)
+        return latest
+
+    def partitions(self, start: dict, end: dict):
+        self._planned = end
+        assigned = {t for t, _n in self.spec.assignment}
+        ranges = []
+        for topic, per in end.items():
+            if topic not in assigned:
+                # A replayed batch of a topic that has since been deleted or filtered out: it
+                # cannot be read any more, and the topic refresh has said so in the log.
+                continue
+            for p, stop in per.items():
+                first = start.get(topic, {}).get(p, EARLIEST)
+                if first == EARLIEST or stop > first:
+                    ranges.append((topic, int(p), first, stop))
+        return [RangeGroup(g) for g in group_ranges(ranges, self.spec.tasks)]
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def read(self, partition: RangeGroup):
+        yield from mirror_ranges(self.spec, partition.ranges)
+
+
+def _capped(start: dict, latest: dict, cap: int) -> dict:
+    """Advance every partition by a share of ``cap`` records (at least one each)."""
+    behind = {(t, p): off - start.get(t, {}).get(p, off) for t, per in latest.items() for p, off in per.items()}
+    total = sum(max(b, 0) for b in behind.values())
+    if total <= cap:
+        return latest
+    out: dict[str, dict[str, int]] = {}
+    for (t, p), b in behind.items():
+        base = start.get(t, {}).get(p)
+        if base is None or base == EARLIEST or b <= 0:
+            out.setdefault(t, {})[p] = latest[t][p]
+            continue
+        share = max(1, b * cap // total)
+        out.setdefault(t, {})[p] = base + min(b, share)
+    return out
+
+
+# -- the executor's side ------------------------------------------------------------------
+
+def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
+    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    wspec = spec.writer
+    topic_map = dict(wspec.topic_map)
+    consumer = _consumer(spec)
+    producer = _producer(wspec)
+    placements = _Placements()
+    losses: list[tuple[str, int, int, int]] = []  # (topic, partition, first lost offset, count)
+    position: dict[tuple[str, int], int] = {}
+    end: dict[tuple[str, int], int] = {}
+    queues: dict[tuple[str, int], tuple] = {}
+    for topic, partition, start, stop in ranges:
+        target = topic_map.get(topic)
+        if target is None:
+            raise RuntimeError(f"{ERROR_MARKER}: no target topic known for source topic {topic} "
+                               f"(cluster {wspec.source_alias})")
+        if start == EARLIEST:
+            start = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[0]
+        position[(topic, partition)] = start
+        end[(topic, partition)] = stop
+        queues[(topic, partition)] = (target, placements.queued.setdefault((target, partition), deque()))
+    open_ = {tp for tp in position if position[tp] < end[tp]}
+    consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in sorted(open_)])
+    on_delivery = placements.on_delivery
+    produce = producer.produce
+    last_progress = time.monotonic()
+    try:
+        while open_ and not placements.error:
+            # Ask for exactly what is left: consume() returns as soon as that many arrived,
+            # instead of waiting out its timeout for a full batch (that cost 0.5 s per task
+            # and batch). Ranges with gaps (compaction, transaction markers) end on EOF.
+            left = sum(end[tp] - position[tp] for tp in open_)
+            msgs = consumer.consume(min(CONSUME_BATCH, left), 0.1)
+            if not msgs:
+                if time.monotonic() - last_progress > READ_TIMEOUT_S:
+                    t, p = min(open_)
+                    raise RuntimeError(f"{ERROR_MARKER}: no record of source cluster {wspec.source_alias} topic {t} "
+                                       f"partition {p} read for {READ_TIMEOUT_S:.0f} s at offset {position[(t, p)]} "
+                                       f"(range ends at {end[(t, p)]}); the task will be retried")
+                continue
+            last_progress = time.monotonic()
+            placements.now_ms = int(time.time() * 1000)
+            n = 0
+            reassign = False
+            for m in msgs:
+                tp = (m.topic(), m.partition())
+                if tp not in open_:
+                    continue  # prefetched past its range, or an event of a finished partition
+                err = m.error()
+                if err is not None:
+                    code = err.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        position[tp] = max(position[tp], m.offset())
+                    elif code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
+                        low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=30)
+                        if low > position[tp]:
+                            losses.append((tp[0], tp[1], position[tp], min(low, end[tp]) - position[tp]))
+                            position[tp] = low
+                        reassign = True
+                    else:
+                        raise RuntimeError(f"{ERROR_MARKER}: reading source cluster {wspec.source_alias} topic "
+                                           f"{tp[0]} partition {tp[1]} at offset {position[tp]}: {err.str()}")
+                    if position[tp] >= end[tp]:
+                        open_.discard(tp)
+                    if reassign:
+                        break
+                    continue
+                off = m.offset()
+                if off >= end[tp]:
+                    position[tp] = end[tp]
+                    open_.discard(tp)
+                    continue
+                position[tp] = off + 1
+                topic, partition = tp
+                target, queued = queues[tp]
+                key, value = m.key(), m.value()
+                size = (len(key) if key else 0) + (len(value) if value else 0)
+                ts = m.timestamp()[1]
+                queued.append((topic, partition, off, ts, size))
+                metadata_deadline = None
+                while True:
+                    try:
+                        produce(target, value=value, key=key, partition=partition, on_delivery=on_delivery,
+                                timestamp=ts, headers=m.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                    except KafkaException as exc:
+                        if exc.args[0].code() == KafkaError._UNKNOWN_PARTITION:
+                            # The control plane grew the mirror topic a moment ago; this worker's
+                            # producer has older metadata. Refresh it, for a while.
+                            now = time.monotonic()
+                            metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
+                            if now < metadata_deadline:
+                                try:
+                                    producer.list_topics(target, timeout=5)
+                                except KafkaException:
+                                    pass
+                                producer.poll(0.2)
+                                continue
+                        queued.pop()
+                        _raise_produce_error(exc, wspec, topic, partition, off, target, size)
+                if position[tp] >= end[tp]:
+                    open_.discard(tp)
+                n += 1
+                if n % POLL_EVERY == 0:
+                    producer.poll(0)
+            producer.poll(0)
+            if reassign and open_:
+                consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in sorted(open_)])
+    finally:
+        consumer.unassign()
+    # Wait for every report (also those of a failed request, to name its culprit).
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while len(producer) and time.monotonic() < deadline:
+        placements.now_ms = int(time.time() * 1000)
+        producer.poll(0.01)
+    _finish(placements, producer, wspec)
+    runs = runs_batch(placements.runs)
+    loss = {f.name: [] for f in RUN_SCHEMA}
+    for topic, partition, first, _count in losses:
+        for name in loss:
+            loss[name].append({"topic": topic, "partition": partition, "upstream_start": first}.get(name, 0))
+    yield pa.RecordBatch.from_arrays(
+        [pa.concat_arrays([runs.column(i), pa.array(loss[f.name], f.type)]) for i, f in enumerate(RUN_SCHEMA)]
+        + [pa.array([0] * runs.num_rows + [count for *_x, count in losses], pa.int64())],
+        schema=DIRECT_RUN_SCHEMA)
+
+
+def _raise_produce_error(exc, wspec, topic, partition, offset, target, size):
+    raise RuntimeError(
+        f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster {wspec.source_alias} "
+        f"topic {topic} partition {partition} offset {offset} -> cluster {wspec.target_alias} topic {target}, "
+        f"{size} bytes)") from None
+
+
+def _finish(placements, producer, wspec) -> None:
+    from replicator.datapath.writer import _PRODUCERS
+
+    remaining = len(producer)
+    if placements.error or remaining:
+        _PRODUCERS.pop(wspec.producer_config, None)
+    if placements.error:
+        raise RuntimeError(placements.error + f" (target cluster {wspec.target_alias})")
+    if remaining:
+        raise RuntimeError(f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {wspec.target_alias} "
+                           f"within {FLUSH_TIMEOUT_S:.0f} s; the batch will be replayed")

@@ -1,0 +1,46 @@
+"""How the direct source cuts a micro-batch into Spark tasks (pure logic)."""
+
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from replicator.datapath.source import EARLIEST, _capped, group_ranges
+
+ranges_st = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 40), st.integers(0, 10_000), st.integers(0, 10_000)),
+    max_size=60, unique_by=lambda r: (r[0], r[1]),
+).map(lambda rs: [(t, p, min(s, e), max(s, e) + 1) for t, p, s, e in rs])
+
+
+@given(ranges_st, st.integers(1, 16))
+def test_every_range_lands_in_exactly_one_task_and_no_partition_is_split(ranges, tasks):
+    groups = group_ranges(ranges, tasks)
+    assert len(groups) <= max(1, tasks)
+    flat = [r for g in groups for r in g]
+    assert sorted(flat) == sorted(ranges)  # nothing lost, nothing twice: order per partition holds
+    assert all(g for g in groups)  # no empty task
+
+
+def test_tasks_are_balanced_by_record_count():
+    ranges = [("t", p, 0, n) for p, n in enumerate([1000, 900, 100, 100, 100, 100, 50, 50])]
+    loads = sorted(sum(e - s for _t, _p, s, e in g) for g in group_ranges(ranges, 2))
+    assert loads == [1200, 1200]
+
+
+def test_a_partition_new_to_the_checkpoint_counts_its_end_as_its_size():
+    groups = group_ranges([("t", 0, EARLIEST, 500), ("t", 1, 100, 200)], 4)
+    assert sorted(map(len, groups)) == [1, 1]
+
+
+def test_cap_shares_the_budget_by_backlog_and_moves_every_lagging_partition():
+    start = {"t": {"0": 0, "1": 0, "2": 50}}
+    latest = {"t": {"0": 10_000, "1": 100, "2": 50}}
+    capped = _capped(start, latest, 1000)
+    assert capped["t"]["2"] == 50  # nothing to read
+    assert 0 < capped["t"]["1"] <= 100 and 0 < capped["t"]["0"] < 10_000
+    assert (capped["t"]["0"] - 0) + (capped["t"]["1"] - 0) <= 1000 + 2
+
+
+def test_no_cap_needed_returns_latest_unchanged():
+    latest = {"t": {"0": 10, "1": 20}}
+    assert _capped({"t": {"0": 0, "1": 0}}, latest, 1000) == latest
