@@ -118,7 +118,7 @@ def _remote_example(flow: FlowConfig) -> str:
 
 def _flow_json(flow: FlowConfig) -> dict[str, Any]:
     settings = {name: getattr(flow, name) for name in flow.__dataclass_fields__ if name not in ("props", "origins")}
-    return {"name": flow.name, **settings,
+    return {"name": flow.name, **settings, "exactly_once": flow.exactly_once,
             "lines": {key: line for key, (_, line) in sorted(flow.origins.items())},
             "remote_topic_example": _remote_example(flow)}
 
@@ -164,6 +164,14 @@ def _as_text(config: MM2Config, clients: dict[str, list[dict[str, Any]]]) -> str
     return "\n".join(out)
 
 
+def _exactly_once(flow: FlowConfig) -> str:
+    reason = flow.exactly_once_reason()
+    if flow.exactly_once:
+        return (f"on ({reason}): one Kafka transaction per source partition and batch on {flow.target}; "
+                "read the mirror topics with isolation.level=read_committed")
+    return reason if reason == "disabled" else f"off ({reason})"
+
+
 def _flow_lines(flow: FlowConfig) -> list[str]:
     def src(key: str) -> str:
         line = flow.line_of(key)
@@ -191,6 +199,6 @@ def _flow_lines(flow: FlowConfig) -> list[str]:
         f"  offset-syncs    on {flow.offset_syncs_topic_location} "
         f"({flow.source if flow.offset_syncs_topic_location == 'source' else flow.target}), "
         f"offset.lag.max {flow.offset_lag_max}",
-        f"  tasks.max {flow.tasks_max}, exactly-once {flow.exactly_once_support}",
+        f"  tasks.max {flow.tasks_max}, exactly-once {_exactly_once(flow)}",
         "  clients (librdkafka):",
     ]

@@ -19,7 +19,12 @@ connect/mirror module), not a guess:
   reaches a client. Flow consumers get ``enable.auto.commit=false`` and
   ``auto.offset.reset=earliest`` unless set, as in MM2.
 * Exactly-once is MM2's worker setting on the *target* cluster:
-  ``B.exactly.once.source.support = disabled|preparing|enabled``.
+  ``B.exactly.once.source.support = disabled|preparing|enabled`` (``enabled``
+  switches it on for every flow into B; ``preparing`` is MM2's rolling-upgrade
+  step and still means off), or Connect's connector key for one flow,
+  ``A->B.exactly.once.support = requested|required``: ``required`` switches it on
+  for that flow whatever B's worker setting says (in MM2 it would only refuse to
+  start without it), ``requested`` (the default) follows B's setting.
 
 Everything wrong is collected and raised at once as ConfigErrors with FILE:LINE.
 Over 400 lines because the catalogue of MM2's keys and the checks on them are
@@ -257,6 +262,7 @@ _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
 }
 FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
 _EXACTLY_ONCE = _choice("disabled", "preparing", "enabled", lower=True)
+_EXACTLY_ONCE_CONNECTOR = _choice("requested", "required", lower=True)
 
 
 # ---------------------------------------------------------------------------- model
@@ -333,6 +339,7 @@ class FlowConfig:
     offset_syncs_topic_location: str
     tasks_max: int
     exactly_once_support: str = "disabled"
+    exactly_once_connector: str = "requested"
     props: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
     origins: dict[str, tuple[str, int]] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
@@ -352,6 +359,22 @@ class FlowConfig:
             raise ValueError(f"unknown loop {loop!r}; one of {LOOPS}")
         seconds = getattr(self, f"{prefix}_interval_seconds")
         return seconds if getattr(self, f"{prefix}_enabled") and seconds > 0 else None
+
+    @property
+    def exactly_once(self) -> bool:
+        """Transactions on the target (replicator.datapath.eos_writer): B's worker setting or the flow's."""
+        return self.exactly_once_support == "enabled" or self.exactly_once_connector == "required"
+
+    def exactly_once_reason(self) -> str:
+        """Which line switched exactly-once on (or why it is off), for validate and the logs."""
+        if self.exactly_once_connector == "required":
+            line = self.line_of("exactly.once.support")
+            return f"{self.name}.exactly.once.support = required" + (f", line {line}" if line else "")
+        if self.exactly_once_support == "enabled":
+            return f"{self.target}.exactly.once.source.support = enabled"
+        if self.exactly_once_support == "preparing":
+            return f"{self.target}.exactly.once.source.support = preparing (MM2's upgrade step: not yet on)"
+        return "disabled"
 
     @property
     def policy(self):
@@ -752,6 +775,12 @@ class _Builder:
                 values["exactly_once_support"] = _EXACTLY_ONCE(eos.value)
             except _Invalid as exc:
                 self.error(f"`{eos.key}` {exc.message}", eos.line, cluster=target)
+        connector_eos = effective.get("exactly.once.support")
+        if connector_eos is not None:
+            try:
+                values["exactly_once_connector"] = _EXACTLY_ONCE_CONNECTOR(connector_eos.value)
+            except _Invalid as exc:
+                self.error(f"`{connector_eos.key}` {exc.message}", connector_eos.line, hint=exc.hint)
         self._check_filters(values, effective)
         props = dict(FLOW_DEFAULTS)
         props.update({k: e.value for k, e in effective.items()})

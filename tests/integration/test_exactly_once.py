@@ -1,0 +1,164 @@
+"""Exactly-once mode across SIGKILL: a read_committed consumer on the target sees every record once.
+
+The flow runs with ``primary->dr.exactly.once.support = required`` (eos_writer:
+one transaction per source partition, progress committed in it). The real
+replicator process group is killed with -9 at random moments while a producer
+writes unique ids; afterwards every id is counted on the target, record by
+record, as an application reading with ``isolation.level=read_committed`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from replicator.datapath.eos_writer import progress_group
+from tests.integration.test_datapath_faults import SteadyProducer
+from tests.support.kafka import create_topic
+from tests.support.replicator import Replicator, write_config
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+PARTITIONS = 6
+#: how each run ends: after a random delay, or the moment a transaction holds records on the target
+KILL_AT = ("random", "open-transaction", "random", "open-transaction", "open-transaction")
+
+
+def wait_for_open_transaction(bootstrap: str, topic: str, timeout: float) -> bool:
+    """True once some partition's last stable offset trails its high watermark (records in an
+    open transaction), False after ``timeout``."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stable = client.list_offsets(tps, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5)
+            high = client.list_offsets(tps, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=5)
+            lso = {tp.partition: f.result().offset for tp, f in stable.items()}
+            if any(f.result().offset > lso[tp.partition] for tp, f in high.items()):
+                return True
+        except Exception:  # the mirror topic does not exist yet
+            time.sleep(0.5)
+    return False
+
+
+def read_ids(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 60.0,
+             idle: float = 4.0) -> list[tuple[int, int]]:
+    """(partition, id) of every record, in partition order, read until ``expected`` distinct ids
+    are in and nothing new came for ``idle`` seconds (so duplicates after them are seen too)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-eos-reader-{time.time_ns()}",
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    last_new = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                if len(seen) >= expected and time.monotonic() - last_new > idle:
+                    break
+                continue
+            last_new = time.monotonic()
+            value = int(msg.value())
+            out.append((msg.partition(), value))
+            seen.add(value)
+    finally:
+        c.close()
+    return out
+
+
+def test_sigkill_restart_loop_exactly_once(kafka_clusters, tmp_path, unique, artifacts_dir):
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"eos-{unique}"
+    mirror = f"primary.{topic}"
+    create_topic(primary, topic, PARTITIONS)
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {
+        "primary->dr.topics": topic,
+        "primary->dr.exactly.once.support": "required",
+    })
+    producer = SteadyProducer(primary, topic, PARTITIONS)
+    producer.start()
+    rng = random.Random(unique)
+    kills = []
+    logs = []
+    rep = None
+    try:
+        for round_, kind in enumerate(KILL_AT):
+            log_file = tmp_path / f"replicator-{round_}.log"
+            logs.append(log_file)
+            rep = Replicator(config, tmp_path / "ck", log_file).start()
+            started = time.monotonic()
+            if kind == "random":
+                # Startup (JVM, query) takes 10-20 s here: some land in it, others anywhere in a
+                # batch (between a partition's commit and Spark's batch commit too).
+                time.sleep(rng.uniform(8, 30))
+            else:
+                kind = "open-transaction" if wait_for_open_transaction(dr, mirror, 120) else "open-transaction-not-seen"
+            assert rep.running(), rep.log()[-3000:]
+            rep.kill9()
+            kills.append({"after_s": round(time.monotonic() - started, 1), "at": kind})
+        logs.append(tmp_path / "replicator-final.log")
+        rep = Replicator(config, tmp_path / "ck", logs[-1]).start()
+        rep.wait_for_log("exactly-once (primary->dr.exactly.once.support = required", timeout=180)
+        time.sleep(5)
+        sent = producer.stop()
+        assert producer.failed == 0
+        # Wait for the replicator to copy everything, then read the whole mirror topic.
+        deadline = time.monotonic() + 240
+        records: list[tuple[int, int]] = []
+        while time.monotonic() < deadline:
+            records = read_ids(dr, mirror, "read_committed", sent, timeout=30)
+            if len({v for _, v in records}) >= sent:
+                break
+            assert rep.running(), rep.log()[-3000:]
+        ids = [v for _, v in records]
+        lost = sent - len(set(ids))
+        duplicated = len(ids) - len(set(ids))
+        # What a read_uncommitted reader sees as well: the aborted transactions of the killed runs.
+        uncommitted = read_ids(dr, mirror, "read_uncommitted", sent, timeout=30)
+        log_text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
+        skipped = sum(int(n) for n in re.findall(r"(\d+) records not written again", log_text))
+        report = {
+            "mode": "primary->dr.exactly.once.support = required",
+            "kills": len(kills), "kill_moments": kills, "sent": sent, "records_checked": len(ids),
+            "lost": lost, "duplicated": duplicated,
+            "read_uncommitted_records": len(uncommitted),
+            "aborted_records_seen_by_read_uncommitted": len(uncommitted) - len(ids),
+            "records_skipped_after_restarts": skipped,
+        }
+        (artifacts_dir / "kill9-exactly-once.json").write_text(json.dumps(report, indent=2))
+        print("kill -9 loop, exactly-once:", report)
+        assert lost == 0, report
+        assert any(k["at"] == "open-transaction" for k in kills), report
+        assert duplicated == 0, report
+        assert set(ids) == set(range(sent))
+        # Order per partition: the producer wrote increasing ids into each partition.
+        by_partition: dict[int, list[int]] = {}
+        for p, v in records:
+            by_partition.setdefault(p, []).append(v)
+        for p, seq in by_partition.items():
+            assert seq == sorted(seq), f"partition {p} out of order"
+            assert all(v % PARTITIONS == p for v in seq), f"partition {p} holds another partition's records"
+        # The progress sits on the target, in the group the replicator named.
+        c = Consumer({"bootstrap.servers": dr, "group.id": progress_group("primary", "dr")})
+        try:
+            committed = c.committed([TopicPartition(mirror, p) for p in range(PARTITIONS)], timeout=30)
+        finally:
+            c.close()
+        assert sum(tp.offset for tp in committed) == sent, committed
+        assert rep.terminate() == 0
+    finally:
+        producer.stop_event.set()
+        if rep is not None and rep.running():
+            rep.kill9()
