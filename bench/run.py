@@ -1,15 +1,24 @@
 """One command, three systems, the same data, the same machine, the same run.
 
-    python -m bench.run                      # catch-up of 1,000,000 x 1 KB over 12 partitions
-    python -m bench.run --records 200000 --value-bytes 100 --workload catchup-100b
+    python -m bench.run                       # all four workloads of the benchmark issue
+    python -m bench.run --workloads a --records 200000     # a quick look
 
-Starts two fresh single-node KRaft clusters, writes the backlog once to the source,
-then for each system — raw (confluent-kafka consume->produce, 2 processes),
-Apache MirrorMaker 2 (dedicated mode, tasks.max = cores) and sparkmirror (Spark
-local[*]) — starts it, waits until all records are on its own target topic and
-stops it. Throughput is measured from the first record on the target to the last
-(start-up excluded; reported separately). Results are appended to
-bench/results.json and BENCHMARKS.md is regenerated from it.
+Starts two fresh single-node KRaft clusters, then for each workload and each
+system — raw (confluent-kafka consume->produce, one process per core), Apache
+MirrorMaker 2 (dedicated mode, tasks.max = cores) and sparkmirror (Spark
+local[*]) — starts it on the workload's data, measures, and stops it:
+
+  a  catchup-2m-1kb-12p   2,000,000-record backlog, 1 KB values, 12 partitions
+  b  catchup-2m-100b-12p  the same with 100-byte values
+  c  catchup-2m-1kb-48p   the same over 48 partitions
+  d  steady-1kb-12p       records produced at 50% of this run's raw ceiling (a)
+                          for 180 s; end-to-end latency (source timestamp to
+                          arrival on the target) p50 / p99 / max
+
+Catch-up throughput is measured from the first record on the target to the last
+(start-up reported separately); CPU is the system's whole process tree (JVMs,
+Python workers) over that same window, per GB of record values. Results are
+appended to bench/results.json and BENCHMARKS.md is regenerated from it.
 """
 
 from __future__ import annotations
@@ -86,15 +95,35 @@ def _end_offsets(c, topic: str) -> int:
     return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in t.partitions)
 
 
-def wait_complete(bootstrap: str, topic: str, records: int, timeout: float, alive) -> tuple[float | None, float | None]:
+def eos_progress(bootstrap: str, topic: str) -> int:
+    """Records an exactly-once flow has committed: its progress group's offsets (next source
+    offset per partition). The target's end offsets also count transaction markers."""
+    from replicator.datapath.eos_writer import progress_group
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": progress_group(*SPARKMIRROR_SYSTEMS["sparkmirror-eos"][0])})
+    try:
+        md = c.list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return 0
+        done = c.committed([TopicPartition(topic, p) for p in t.partitions], timeout=10)
+        return sum(tp.offset for tp in done if tp.offset > 0)
+    except Exception:
+        return 0
+    finally:
+        c.close()
+
+
+def wait_complete(bootstrap: str, topic: str, records: int, timeout: float, alive,
+                  progress=end_offsets) -> tuple[float | None, float | None]:
     first = done = None
     deadline = time.monotonic() + timeout
     last_report = 0.0
     while time.monotonic() < deadline:
-        n = end_offsets(bootstrap, topic)
+        n = progress(bootstrap, topic)
         now = time.monotonic()
-        if n > 0 and first is None:
-            first = now
+        if first is None and (n > 0 or (progress is not end_offsets and end_offsets(bootstrap, topic) > 0)):
+            first = now  # the first record on the target, committed or not
         if n >= records:
             done = now
             break
@@ -104,7 +133,7 @@ def wait_complete(bootstrap: str, topic: str, records: int, timeout: float, aliv
         if not alive():
             log("  system exited early")
             break
-        time.sleep(0.25)
+        time.sleep(POLL_S)
     return first, done
 
 
@@ -155,37 +184,55 @@ def mm2_properties(src: str, dst: str, topic: str) -> dict[str, str]:
     }
 
 
-def sparkmirror_config(src: str, dst: str, topic: str, path: Path) -> Path:
+def sparkmirror_config(src: str, dst: str, topic: str, path: Path, extra: dict[str, str] | None = None,
+                       alias: str = "sm", target_alias: str = "dr") -> Path:
+    a, b = alias, target_alias
     props = {
-        "clusters": "sm, dr", "sm.bootstrap.servers": src, "dr.bootstrap.servers": dst,
-        "sm->dr.enabled": "true", "sm->dr.topics": topic, "sync.topic.acls.enabled": "false",
+        "clusters": f"{a}, {b}", f"{a}.bootstrap.servers": src, f"{b}.bootstrap.servers": dst,
+        f"{a}->{b}.enabled": "true", f"{a}->{b}.topics": topic, "sync.topic.acls.enabled": "false",
         **single_node_settings(),
+        **(extra or {}),
     }
     path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
     return path
 
 
-def measure(system: str, workload: str, src: str, dst: str, topic: str, records: int, value_bytes: int,
-            partitions: int, work: Path, timeout: float) -> dict:
-    log(f"{workload}: {system}")
-    started = time.monotonic()
+POLL_S = 0.25  # how often the target's end offsets are read while waiting
+
+WORKLOADS = {
+    "a": {"name": "catchup-2m-1kb-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 12},
+    "b": {"name": "catchup-2m-100b-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 100, "partitions": 12},
+    "c": {"name": "catchup-2m-1kb-48p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 48},
+    "d": {"name": "steady-1kb-12p", "kind": "steady", "value_bytes": 1024, "partitions": 12, "seconds": 180,
+          "load": 0.5},
+}
+SPARKMIRROR_SYSTEMS = {
+    # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
+    # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
+    # one does not resume from another's offset-syncs (and copy nothing).
+    "sparkmirror": (("sm", "dr"), [], {}),
+    "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
+    "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
+}
+
+
+def start_system(system: str, src: str, dst: str, topic: str, partitions: int, work: Path):
+    """Start one system mirroring ``topic``; returns (processes, target topic)."""
     if system == "raw":
-        procs = run_raw(src, dst, topic, partitions, work)
-        target_topic = f"raw.{topic}"
-    elif system == "mm2":
-        mm = MirrorMaker2(mm2_properties(src, dst, topic), work / "mm2", heap="2g", log_level="WARN").start()
-        procs = [mm.process]
-        target_topic = f"mm2.{topic}"
-    else:
-        cfg = sparkmirror_config(src, dst, topic, work / "sparkmirror.properties")
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "replicator.cli", "replicate", str(cfg), "--checkpoint-dir", str(work / "sm-ckpt")],
-            stdout=open(work / "sparkmirror.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)]
-        target_topic = f"sm.{topic}"
-    sampler = TreeSampler([p.pid for p in procs])
-    sampler.start()
-    first, done = wait_complete(dst, target_topic, records, timeout, lambda: all(p.poll() is None for p in procs))
-    sampler.stop()
+        return run_raw(src, dst, topic, partitions, work), f"raw.{topic}"
+    if system == "mm2":
+        mm = MirrorMaker2(mm2_properties(src, dst, topic), work / f"mm2-{topic}", heap="2g", log_level="WARN").start()
+        return [mm.process], f"mm2.{topic}"
+    (alias, target_alias), args, extra = SPARKMIRROR_SYSTEMS[system]
+    cfg = sparkmirror_config(src, dst, topic, work / f"{system}-{topic}.properties", extra, alias, target_alias)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replicator.cli", "replicate", str(cfg), "--checkpoint-dir",
+         str(work / f"{system}-{topic}-ckpt"), "--metrics-listen", "off", *args],
+        stdout=open(work / f"{system}-{topic}.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    return [proc], f"{alias}.{topic}"
+
+
+def stop_system(system: str, procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if system == "mm2":
             p.send_signal(signal.SIGTERM)
@@ -195,22 +242,111 @@ def measure(system: str, workload: str, src: str, dst: str, topic: str, records:
                 p.kill()
         else:
             stop_group(p)
+
+
+def delete_topics(bootstrap: str, pattern: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=30).topics if pattern in t]
+    if names:
+        for f in admin.delete_topics(names, operation_timeout=60).values():
+            try:
+                f.result(60)
+            except Exception:
+                pass
+
+
+def measure_catchup(system: str, wl: dict, src: str, dst: str, topic: str, work: Path, timeout: float) -> dict:
+    records, value_bytes, partitions = wl["records"], wl["value_bytes"], wl["partitions"]
+    log(f"{wl['name']}: {system}")
+    started = time.monotonic()
+    procs, target_topic = start_system(system, src, dst, topic, partitions, work)
+    sampler = TreeSampler([p.pid for p in procs])
+    sampler.start()
+    cpu_at_first = [None]
+
+    def alive():
+        if cpu_at_first[0] is None and end_offsets(dst, target_topic) > 0:
+            sampler.sample()
+            cpu_at_first[0] = sampler.cpu_seconds
+        return all(p.poll() is None for p in procs)
+
+    progress = eos_progress if system == "sparkmirror-eos" else end_offsets
+    first, done = wait_complete(dst, target_topic, records, timeout, alive, progress)
+    sampler.stop()
+    stop_system(system, procs)
     if first is None or done is None:
-        raise SystemExit(f"{system} did not finish {workload} within {timeout}s; see {work}")
-    copy_s = max(done - first, 1e-6)
+        raise SystemExit(f"{system} did not finish {wl['name']} within {timeout}s; see {work}")
+    # first and done are seen by polls of the target: a tiny backlog can be copied between two
+    # polls, so the window is at least one poll apart (quick runs; the real ones take many seconds)
+    copy_s = max(done - first, POLL_S)
     gb = records * value_bytes / 1e9
+    copy_cpu = sampler.cpu_seconds - (cpu_at_first[0] or 0.0)
     result = {
-        "workload": workload, "system": system,
+        "workload": wl["name"], "system": system,
         "records_per_s": round(records / copy_s, 1),
         "mb_per_s": round(records * value_bytes / 1e6 / copy_s, 2),
-        "p50_latency_s": None, "p99_latency_s": None,
+        "p50_latency_s": None, "p99_latency_s": None, "max_latency_s": None,
         "startup_s": round(first - started, 2), "copy_s": round(copy_s, 2), "wall_s": round(done - started, 2),
-        "cpu_s_per_gb": round(sampler.cpu_seconds / gb, 1) if gb else None,
+        "cpu_s_per_gb": round(copy_cpu / gb, 1) if gb else None,
         "cpu_s": round(sampler.cpu_seconds, 1), "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
         "records": records, "value_bytes": value_bytes, "partitions": partitions,
     }
-    log(f"  {system}: {result['records_per_s']:.0f} records/s, {result['mb_per_s']} MB/s, "
-        f"start-up {result['startup_s']} s, CPU {result['cpu_s']} s, peak RSS {result['peak_rss_mb']} MB")
+    log(f"  {system}: {result['records_per_s']:,.0f} records/s, {result['mb_per_s']} MB/s, "
+        f"start-up {result['startup_s']} s, CPU {result['cpu_s_per_gb']} s/GB, peak RSS {result['peak_rss_mb']} MB")
+    return result
+
+
+def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work: Path) -> dict:
+    """Start the system on an empty topic, then produce at ``rate`` for the workload's seconds."""
+    partitions, seconds, value_bytes = wl["partitions"], wl["seconds"], wl["value_bytes"]
+    topic = f"steady-{system}"
+    log(f"{wl['name']}: {system} at {rate:,.0f} records/s for {seconds} s")
+    create_topic(src, topic, partitions)
+    started = time.monotonic()
+    procs, target_topic = start_system(system, src, dst, topic, partitions, work)
+    # warm-up: one record per partition, and wait until the system has copied them
+    p = Producer({"bootstrap.servers": src})
+    for i in range(partitions):
+        p.produce(topic, value=b"warm-up", partition=i)
+    p.flush(30)
+    first, done = wait_complete(dst, target_topic, partitions, 300, lambda: all(q.poll() is None for q in procs))
+    if done is None:
+        stop_system(system, procs)
+        raise SystemExit(f"{system} did not start copying within 300 s; see {work}")
+    startup = done - started
+    expect = int(rate * seconds)
+    out = work / f"steady-{system}.json"
+    probe = subprocess.Popen([sys.executable, "-m", "bench.steady", "probe", "--bootstrap", dst, "--topic", target_topic,
+                              "--expect", str(expect), "--timeout", str(seconds + 120), "--out", str(out)],
+                             stdout=subprocess.PIPE, cwd=ROOT)
+    probe.stdout.readline()  # ready: assigned at the current end
+    sampler = TreeSampler([q.pid for q in procs])
+    sampler.start()
+    sampler.sample()
+    cpu0 = sampler.cpu_seconds
+    producer = subprocess.run([sys.executable, "-m", "bench.steady", "produce", "--bootstrap", src, "--topic", topic,
+                               "--rate", str(rate), "--seconds", str(seconds), "--value-bytes", str(value_bytes),
+                               "--partitions", str(partitions)], capture_output=True, text=True, cwd=ROOT)
+    sent = json.loads(producer.stdout.strip().splitlines()[-1])
+    probe.wait(seconds + 180)
+    sampler.stop()
+    stop_system(system, procs)
+    lat = json.loads(out.read_text())
+    gb = sent["sent"] * value_bytes / 1e9
+    result = {
+        "workload": wl["name"], "system": system,
+        "records_per_s": sent["rate"], "mb_per_s": round(sent["rate"] * value_bytes / 1e6, 2),
+        "p50_latency_s": lat["p50_s"], "p99_latency_s": lat["p99_s"], "max_latency_s": lat["max_s"],
+        "startup_s": round(startup, 2), "copy_s": sent["seconds"], "wall_s": round(time.monotonic() - started, 2),
+        "cpu_s_per_gb": round((sampler.cpu_seconds - cpu0) / gb, 1) if gb else None,
+        "cpu_s": round(sampler.cpu_seconds, 1), "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
+        "records": sent["sent"], "received": lat["received"], "value_bytes": value_bytes, "partitions": partitions,
+        "target_rate": round(rate, 1), "seconds": seconds,
+    }
+    log(f"  {system}: sent {sent['sent']:,} at {sent['rate']:,.0f}/s, received {lat['received']:,}; latency p50 "
+        f"{lat['p50_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; CPU {result['cpu_s_per_gb']} s/GB")
+    delete_topics(src, topic)
+    delete_topics(dst, topic)
     return result
 
 
@@ -222,28 +358,58 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", default="catchup-1m-1kb-12p")
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--value-bytes", type=int, default=1024)
-    ap.add_argument("--partitions", type=int, default=12)
-    ap.add_argument("--systems", default="raw,mm2,sparkmirror")
+    ap.add_argument("--workloads", default="a,b,c,d", help="which of a,b,c,d (default all)")
+    ap.add_argument("--systems", default="raw,mm2,sparkmirror",
+                    help="comma-separated: raw, mm2, " + ", ".join(SPARKMIRROR_SYSTEMS))
+    ap.add_argument("--extra-systems", default="sparkmirror-kafka,sparkmirror-eos",
+                    help="systems measured on workload a only (default: the Spark Kafka source path and "
+                         "exactly-once mode, for their cost against the default); '' for none")
+    ap.add_argument("--records", type=int, default=None, help="override the catch-up backlog size (quick runs)")
+    ap.add_argument("--steady-seconds", type=float, default=None, help="override the steady-state duration")
+    ap.add_argument("--steady-rate", type=float, default=None,
+                    help="records/s for the steady workload (default: half of this run's raw rate in workload a)")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--no-write", action="store_true", help="print results only")
     args = ap.parse_args(argv)
+    systems = args.systems.split(",")
+    extra_systems = [x for x in args.extra_systems.split(",") if x]
+    for s in systems + extra_systems:
+        if s not in ("raw", "mm2", *SPARKMIRROR_SYSTEMS):
+            ap.error(f"unknown system {s!r}")
+    chosen = [WORKLOADS[w.strip()] for w in args.workloads.split(",")]
     artifacts.ensure_all()
     work = artifacts.cache_dir() / "bench" / datetime.now().strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True)
     clusters = [KafkaCluster(name, free_port(), free_port(), work / name, heap="1g") for name in ("src", "dst")]
     results = []
+    raw_rate = None
     try:
         for c in clusters:
             c.start()
         src, dst = clusters[0].bootstrap, clusters[1].bootstrap
-        log(f"clusters up: source {src}, target {dst}; writing {args.records} x {args.value_bytes} B over {args.partitions} partitions")
-        fill(src, "bench", args.records, args.value_bytes, args.partitions)
-        for system in args.systems.split(","):
-            results.append(measure(system, args.workload, src, dst, "bench", args.records, args.value_bytes,
-                                   args.partitions, work, args.timeout))
+        for wl in chosen:
+            wl = dict(wl)
+            if wl["kind"] == "catchup":
+                if args.records:
+                    wl["records"] = args.records
+                topic = wl["name"]
+                log(f"clusters up: source {src}, target {dst}; {wl['name']}: writing {wl['records']:,} x "
+                    f"{wl['value_bytes']} B over {wl['partitions']} partitions")
+                fill(src, topic, wl["records"], wl["value_bytes"], wl["partitions"])
+                extra = extra_systems if wl["name"] == WORKLOADS["a"]["name"] else []
+                for system in systems + extra:
+                    r = measure_catchup(system, wl, src, dst, topic, work, args.timeout)
+                    results.append(r)
+                    if system == "raw" and wl["value_bytes"] == 1024 and wl["partitions"] == 12:
+                        raw_rate = r["records_per_s"]
+                delete_topics(src, topic)
+                delete_topics(dst, topic)
+            else:
+                if args.steady_seconds:
+                    wl["seconds"] = args.steady_seconds
+                rate = args.steady_rate or (raw_rate * wl["load"] if raw_rate else 50_000.0)
+                for system in systems:
+                    results.append(measure_steady(system, wl, rate, src, dst, work))
     finally:
         for c in clusters:
             c.stop()
@@ -253,11 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
     for r in results:
         r.update({"date": stamp, "machine": machine(), "command": command.strip()})
-    by = {r["system"]: r for r in results}
-    if "sparkmirror" in by:
-        for peer in ("mm2", "raw"):
-            if peer in by:
-                log(f"sparkmirror/{peer}: {by['sparkmirror']['records_per_s'] / by[peer]['records_per_s']:.2f}x")
+    for wl in chosen:
+        by = {r["system"]: r for r in results if r["workload"] == wl["name"]}
+        if "sparkmirror" in by:
+            for peer in ("mm2", "raw"):
+                if peer in by and by[peer]["records_per_s"]:
+                    log(f"{wl['name']}: sparkmirror/{peer}: "
+                        f"{by['sparkmirror']['records_per_s'] / by[peer]['records_per_s']:.2f}x")
     if not args.no_write:
         existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
         RESULTS.write_text(json.dumps(existing + results, indent=2) + "\n")
