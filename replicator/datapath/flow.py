@@ -449,6 +449,15 @@ class FlowReplicator:
         st.last = {"batch": batch_id, "records": records, "bytes": nbytes, "seconds": duration,
                    "max_latency_ms": max_latency}
         metrics().batch(self.name, records, nbytes, len(syncs), duration, max_latency, st.last_batch_at)
+        if log.isEnabledFor(logging.DEBUG) and self.query is not None:
+            # where the previous trigger's time went (Spark's own breakdown): -v shows it
+            try:
+                last = self.query.lastProgress
+                if last:
+                    log.debug("flow %s batch %s: Spark trigger durations (ms): %s", self.name, last.get("batchId"),
+                              json.dumps(last.get("durationMs"), sort_keys=True))
+            except Exception:
+                pass
         if records:
             log.info(
                 "flow %s batch %d: %d records, %.1f MB, %.0f records/s, %.2f s, max source->target latency %.2f s, %d offset-syncs",

@@ -125,7 +125,8 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
     work = tmp_path_factory.mktemp("interop")
     topic, group = f"interop-{u}", f"interop-g-{u}"
     create_topic(primary, topic, 2)
-    produce(primary, topic, [{"value": f"p{i % 2}-{i // 2}".encode(), "partition": i % 2} for i in range(2 * FIRST)])
+    records = [{"value": f"p{i % 2}-{i // 2}".encode(), "partition": i % 2} for i in range(2 * FIRST)]
+    produce(primary, topic, records[:FIRST])  # the first half; the rest once MM2's checkpoint task runs
     props = {
         "clusters": "primary, dr", "primary.bootstrap.servers": primary, "dr.bootstrap.servers": dr,
         "primary->dr.enabled": "true", "primary->dr.topics": topic, "primary->dr.groups": group,
@@ -140,13 +141,25 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
     def checkpointed():
         return {k: cp.upstream_offset for k, cp in _newest_checkpoints(dr, group).items()} == wanted
 
-    with MirrorMaker2(props, work / "mm2") as mm2:
-        _wait(lambda: f"primary.{topic}" in _topics(admin_dr)
-              and sum(_ends(dr, f"primary.{topic}", 2).values()) >= 2 * FIRST, 180, "MM2's copy", mm2.running)
-        # The group commits while MM2 runs.
+    def commit(offsets: dict[int, int]) -> None:
         c = Consumer({"bootstrap.servers": primary, "group.id": group, "enable.auto.commit": False})
-        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
         c.close()
+
+    with MirrorMaker2(props, work / "mm2") as mm2:
+        # MM2 4.x's checkpoint task keeps only the newest offset-sync of what it reads at its start
+        # (KAFKA-15906): a group behind that sync is never checkpointed. So the task must be running
+        # before most of the copy: the group commits early, and the rest is written once MM2
+        # checkpointed that (before this, MM2 could copy everything first and skip the group).
+        # The early commit is at the end of the first half: translatable from the newest sync alone.
+        commit({0: FIRST // 2, 1: FIRST // 2})
+        _wait(lambda: f"primary.{topic}" in _topics(admin_dr)
+              and sum(_ends(dr, f"primary.{topic}", 2).values()) >= FIRST, 180, "MM2's first copy", mm2.running)
+        _wait(lambda: len(_newest_checkpoints(dr, group)) == 2, 120, "MM2's checkpoint task", mm2.running)
+        produce(primary, topic, records[FIRST:])
+        _wait(lambda: sum(_ends(dr, f"primary.{topic}", 2).values()) >= 2 * FIRST, 180, "MM2's copy", mm2.running)
+        # The group commits while MM2 runs.
+        commit(COMMITTED)
         try:
             _wait(checkpointed, 90, "MM2's checkpoints", mm2.running)
             restarted = False
