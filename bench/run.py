@@ -350,6 +350,17 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
     return result
 
 
+def warm_up(src: str, dst: str, work: Path, timeout: float) -> None:
+    """An untimed raw copy of 500,000 x 1 KB: freshly started brokers run their first minute
+    in the JVM's interpreter, which would handicap whichever system is measured first."""
+    wl = {"name": "warm-up", "records": 500_000, "value_bytes": 1024, "partitions": 12}
+    log("warm-up: an untimed raw copy of 500,000 x 1 KB (broker JIT)")
+    fill(src, "warm-up", wl["records"], wl["value_bytes"], wl["partitions"])
+    measure_catchup("raw", wl, src, dst, "warm-up", work, timeout)
+    delete_topics(src, "warm-up")
+    delete_topics(dst, "warm-up")
+
+
 def machine() -> str:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     cpu = platform.processor() or platform.machine()
@@ -370,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="records/s for the steady workload (default: half of this run's raw rate in workload a)")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--no-write", action="store_true", help="print results only")
+    ap.add_argument("--no-warm-up", action="store_true",
+                    help="skip the untimed warm-up copy (fresh brokers' JVMs are slower for the first system)")
     args = ap.parse_args(argv)
     systems = args.systems.split(",")
     extra_systems = [x for x in args.extra_systems.split(",") if x]
@@ -387,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in clusters:
             c.start()
         src, dst = clusters[0].bootstrap, clusters[1].bootstrap
+        if not args.no_warm_up:
+            warm_up(src, dst, work, args.timeout)
         for wl in chosen:
             wl = dict(wl)
             if wl["kind"] == "catchup":
