@@ -49,9 +49,13 @@ def test_mm2_internal_topics_decode_with_our_model(kafka_clusters, tmp_path, uni
     create_topic(primary, topic, partitions=2)
     produce(primary, topic, [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2} for i in range(200)])
 
-    # A consumer group on the source that has read part of the topic.
+    # A consumer group on the source that has read both partitions to their ends: Apache MM2 4.x's checkpoint task keeps only the newest offset-sync of
+    # what it reads at its start (KAFKA-15906), so a group behind that sync is checkpointed
+    # only if the task happened to start before MM2 copied past it (a loaded machine: not
+    # always, this test then timed out). Translation of groups behind is tested against
+    # MM2 in test_inspect_mm2; here the bytes matter.
     c = Consumer({"bootstrap.servers": primary, "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 60), TopicPartition(topic, 1, 100)], asynchronous=False)
+    c.commit(offsets=[TopicPartition(topic, 0, 100), TopicPartition(topic, 1, 100)], asynchronous=False)
     c.close()
 
     props = {
@@ -116,7 +120,7 @@ def test_mm2_internal_topics_decode_with_our_model(kafka_clusters, tmp_path, uni
         cp = Checkpoint.decode(msg.key(), msg.value())
         if cp.group == group:
             mine[(cp.topic, cp.partition)] = cp
-    assert mine[(f"primary.{topic}", 0)].upstream_offset == 60
+    assert mine[(f"primary.{topic}", 0)].upstream_offset == 100
     assert mine[(f"primary.{topic}", 1)].upstream_offset == 100
     for cp in mine.values():
         # The mirror topic was empty before MM2, so downstream == upstream here; MM2
