@@ -42,8 +42,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, METADATA_WAIT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements)
+from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, produce_after)
 
 EOS_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("skipped", pa.int64()))
 EOS_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", skipped long"
@@ -131,7 +131,7 @@ class _PartitionTxn:
         if offset < self.resume_at:
             self.skipped += 1  # already in a committed transaction
             return
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaException
 
         producer = self.producer
         if not self.in_txn:
@@ -139,29 +139,17 @@ class _PartitionTxn:
             self.in_txn = True
             self.txn_started = time.monotonic()
         self.queue.append((self.src_topic, self.partition, offset, ts, size))
-        metadata_deadline = None
-        while True:
+        try:
+            producer.produce(self.target, value=value, key=key, partition=self.partition, timestamp=ts,
+                             headers=hdr_list, on_delivery=self.placements.on_delivery)
+        except (BufferError, KafkaException) as first:
             try:
-                producer.produce(self.target, value=value, key=key, partition=self.partition, timestamp=ts,
-                                 headers=hdr_list, on_delivery=self.placements.on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+                produce_after(first, producer, self.target, value=value, key=key, partition=self.partition,
+                              timestamp=ts, headers=hdr_list, on_delivery=self.placements.on_delivery)
             except KafkaException as exc:
-                err = exc.args[0]
-                if err.code() == KafkaError._UNKNOWN_PARTITION:
-                    now = time.monotonic()  # the control plane grew the topic a moment ago
-                    metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
-                    if now < metadata_deadline:
-                        try:
-                            producer.list_topics(self.target, timeout=5)
-                        except KafkaException:
-                            pass
-                        producer.poll(0.2)
-                        continue
                 self.queue.pop()
                 raise RuntimeError(
-                    f"{ERROR_MARKER}: cannot produce record: {err.str()} (source cluster "
+                    f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
                     f"{self.spec.writer.source_alias} topic {self.src_topic} partition {self.partition} offset "
                     f"{offset} -> cluster {self.spec.writer.target_alias} topic {self.target}, {size} bytes)"
                 ) from None

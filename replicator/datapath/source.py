@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, METADATA_WAIT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, runs_batch)
+from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, produce_after, runs_batch)
 
 # The writer's runs, plus rows that report records deleted on the source before they
 # were copied: records = 0, upstream_start = first lost offset, lost = how many.
@@ -322,27 +322,15 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
                 size = (len(key) if key else 0) + (len(value) if value else 0)
                 ts = m.timestamp()[1]
                 queued.append((topic, partition, off, ts, size))
-                metadata_deadline = None
-                while True:
+                headers = m.headers()
+                try:
+                    produce(target, value=value, key=key, partition=partition, on_delivery=on_delivery,
+                            timestamp=ts, headers=headers)
+                except (BufferError, KafkaException) as first:
                     try:
-                        produce(target, value=value, key=key, partition=partition, on_delivery=on_delivery,
-                                timestamp=ts, headers=m.headers())
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                        produce_after(first, producer, target, value=value, key=key, partition=partition,
+                                      on_delivery=on_delivery, timestamp=ts, headers=headers)
                     except KafkaException as exc:
-                        if exc.args[0].code() == KafkaError._UNKNOWN_PARTITION:
-                            # The control plane grew the mirror topic a moment ago; this worker's
-                            # producer has older metadata. Refresh it, for a while.
-                            now = time.monotonic()
-                            metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
-                            if now < metadata_deadline:
-                                try:
-                                    producer.list_topics(target, timeout=5)
-                                except KafkaException:
-                                    pass
-                                producer.poll(0.2)
-                                continue
                         queued.pop()
                         _raise_produce_error(exc, wspec, topic, partition, off, target, size)
                 if position[tp] >= end[tp]:

@@ -118,6 +118,40 @@ class _Placements:
         self.delivered += 1
 
 
+def produce_after(exc, producer, target: str, **record) -> None:
+    """The slow path of producing one record, after ``producer.produce`` raised ``exc``.
+
+    A full local queue is waited out (delivery callbacks served); a partition the
+    producer's metadata does not know yet (the control plane grew the mirror topic a
+    moment ago) is waited for, refreshing the metadata, up to METADATA_WAIT_S. Anything
+    else, or that wait running out, raises the KafkaException for the caller to name
+    the record. The fast path (the first ``produce``) stays inline in the callers.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    metadata_deadline = None
+    while True:
+        if isinstance(exc, BufferError):
+            producer.poll(0.05)
+        elif exc.args[0].code() == KafkaError._UNKNOWN_PARTITION:
+            now = time.monotonic()
+            metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
+            if now >= metadata_deadline:
+                raise exc
+            try:
+                producer.list_topics(target, timeout=5)
+            except KafkaException:
+                pass
+            producer.poll(0.2)
+        else:
+            raise exc
+        try:
+            producer.produce(target, **record)
+            return
+        except (BufferError, KafkaException) as again:
+            exc = again
+
+
 def _producer(spec: WriterSpec):
     from confluent_kafka import Producer
 
@@ -132,7 +166,7 @@ def _producer(spec: WriterSpec):
 
 def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     """mapInArrow body: produce every row, yield the runs of where they landed."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaException
 
     topic_map = dict(spec.topic_map)
     placements = _Placements()
@@ -169,30 +203,14 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             if q is None:
                 q = queued[(target, partition)] = deque()
             q.append((src_topic, partition, offsets[i], ts, size))
-            metadata_deadline = None
-            while True:
+            try:
+                producer.produce(target, value=value, key=key, partition=partition, timestamp=ts,
+                                 headers=hdr_list, on_delivery=on_delivery)
+            except (BufferError, KafkaException) as first:
                 try:
-                    producer.produce(
-                        target, value=value, key=key, partition=partition, timestamp=ts,
-                        headers=hdr_list, on_delivery=on_delivery,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+                    produce_after(first, producer, target, value=value, key=key, partition=partition,
+                                  timestamp=ts, headers=hdr_list, on_delivery=on_delivery)
                 except KafkaException as exc:
-                    err = exc.args[0]
-                    if err.code() == KafkaError._UNKNOWN_PARTITION:
-                        # The control plane grew the topic a moment ago; this worker's
-                        # producer has older metadata. Refresh it, for a while.
-                        now = time.monotonic()
-                        metadata_deadline = metadata_deadline or now + METADATA_WAIT_S
-                        if now < metadata_deadline:
-                            try:
-                                producer.list_topics(target, timeout=5)
-                            except KafkaException:
-                                pass
-                            producer.poll(0.2)
-                            continue
                     q.pop()
                     raise RuntimeError(
                         f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
