@@ -30,9 +30,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
-    """The download cache: $SPARKMIRROR_CACHE, else ``.cache/`` in the repository."""
+    """The download cache: $SPARKMIRROR_CACHE; else ``.cache/`` in a source checkout (the
+    git-ignored folder ``./run`` fills); else, for an installed wheel, whose package folder
+    lives in site-packages and must not be written to, ``$XDG_CACHE_HOME/sparkmirror``
+    (``~/.cache/sparkmirror``)."""
     env = os.environ.get("SPARKMIRROR_CACHE")
-    return Path(env).expanduser().resolve() if env else REPO_ROOT / ".cache"
+    if env:
+        return Path(env).expanduser().resolve()
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / ".cache"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser().resolve() / "sparkmirror"
 
 
 @dataclass(frozen=True)
