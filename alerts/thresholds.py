@@ -3,49 +3,81 @@
 Defaults assume MM2's defaults or the demo's settings: heartbeats every 1-5 s
 (``emit.heartbeats.interval.seconds``), checkpoints every 60 s
 (``emit.checkpoints.interval.seconds``), the monitor refreshing every 5 s and
-Prometheus scraping every 15-30 s. Change them here and regenerate
-(``python -m alerts.generate && python -m dashboards.generate``).
+Prometheus scraping every 15-30 s. A deployment changes them in its mixin
+config (``thresholds:`` in the YAML given to ``python -m alerts.generate
+--config``, see alerts/config.py); the committed files use these defaults.
 """
 
 from __future__ import annotations
 
-#: Newest replicated heartbeat older than this: nothing has crossed from source to
-#: target for that long. Heartbeats are emitted every few seconds, so 30 s is many
-#: missed heartbeats, yet short enough for a disaster-recovery copy.
-HEARTBEAT_AGE_SECONDS = 30
-HEARTBEATS_STOPPED_FOR = "1m"
+from dataclasses import dataclass, fields
 
-#: p99 of heartbeat latency (source timestamp -> append on the target) over the
-#: window: the replicator is alive but slow.
-LATENCY_QUANTILE = 0.99
-LATENCY_WINDOW = "5m"
-LATENCY_SECONDS = 30
-LATENCY_FOR = "10m"
 
-#: Age of the oldest source record not yet on the target: the recovery point if the
-#: source were lost now. Five minutes is the usual DR objective to start with.
-LAG_SECONDS = 300
-LAG_FOR = "10m"
+@dataclass(frozen=True)
+class Thresholds:
+    #: Heartbeats: the rule compares each flow's heartbeat age with the timeout the
+    #: monitor exports for it (``sparkmirror_heartbeat_timeout_seconds``, 2 x the flow's
+    #: ``emit.heartbeats.interval.seconds`` unless ``--heartbeat-timeout``), so there is
+    #: no fixed age here. A flow where the monitor has not seen any heartbeat yet pages
+    #: once it has watched it this long (the replicator never started, or the heartbeats
+    #: topic does not exist on the target): long enough for a replicator started together
+    #: with the monitor to emit and copy its first heartbeat.
+    heartbeat_grace_seconds: int = 120
+    heartbeats_stopped_for: str = "1m"
 
-#: Lag growing: records lag trending up over the window (the source produces faster
-#: than the replicator copies) while the target is already this far behind.
-LAG_GROWING_WINDOW = "10m"
-LAG_GROWING_MIN_SECONDS = 60
-LAG_GROWING_FOR = "15m"
+    #: p99 of heartbeat latency (source timestamp -> append on the target) over the
+    #: window: the replicator is alive but slow.
+    latency_quantile: float = 0.99
+    latency_window: str = "5m"
+    latency_seconds: int = 30
+    latency_for: str = "10m"
 
-#: A group whose checkpoint is behind its committed offset and older than this:
-#: failing over would re-read more and more. 10 x the default checkpoint interval.
-CHECKPOINT_AGE_SECONDS = 600
-CHECKPOINT_FOR = "5m"
+    #: Age of the oldest source record not yet on the target: the recovery point if the
+    #: source were lost now. Five minutes is the usual DR objective to start with.
+    lag_seconds: int = 300
+    lag_for: str = "10m"
 
-#: Window of the data-lost counter increase: any increase fires at once.
-DATA_LOST_WINDOW = "15m"
+    #: Lag growing: records lag trending up over the window (the source produces faster
+    #: than the replicator copies) while the target is already this far behind.
+    lag_growing_window: str = "10m"
+    lag_growing_min_seconds: int = 60
+    lag_growing_for: str = "15m"
 
-REPLICATOR_DOWN_FOR = "2m"
-CLUSTER_UNREACHABLE_FOR = "2m"
+    #: A group whose checkpoint is behind its committed offset and older than this:
+    #: failing over would re-read more and more. 10 x the default checkpoint interval.
+    checkpoint_age_seconds: int = 600
+    checkpoint_for: str = "5m"
 
-#: The monitor is down when Prometheus cannot scrape it, or when it answers but its
-#: last evaluation is older than this (stuck event loop, every cluster timing out).
-MONITOR_JOB = "sparkmirror-monitor"
-MONITOR_EVALUATION_AGE_SECONDS = 120
-MONITOR_DOWN_FOR = "2m"
+    #: Partitions where a group commits but has no checkpoint on the target (the monitor
+    #: already waits 2 checkpoint intervals before counting one as missing).
+    checkpoints_missing_for: str = "10m"
+
+    #: Window of the loss counters (data lost, records the replicator lost, undecodable
+    #: internal records): any increase fires at once, and so does a series that appears
+    #: already above 0 (a monitor started after the loss).
+    data_lost_window: str = "15m"
+
+    #: A flow with records to copy whose newest offset-sync is older than this: the
+    #: replicator writes one at the end of every batch that copied records.
+    offset_sync_age_seconds: int = 600
+    offset_syncs_stale_for: str = "5m"
+
+    #: How long a flow may stay in STALL (position unchanged with records to copy over
+    #: the monitor's window) or ERR before it alerts.
+    flow_stalled_for: str = "5m"
+    flow_error_for: str = "2m"
+
+    replicator_down_for: str = "2m"
+    cluster_unreachable_for: str = "2m"
+
+    #: The monitor is down when Prometheus cannot scrape it, or when it answers but its
+    #: last evaluation is older than this (stuck event loop, every cluster timing out).
+    monitor_evaluation_age_seconds: int = 120
+    monitor_down_for: str = "2m"
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+DEFAULT = Thresholds()

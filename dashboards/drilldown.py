@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from grafanalib import core as g
 
-from alerts import thresholds as t
+from alerts.config import DEFAULT, Config
 from dashboards import layout as ui
 from dashboards import queries as q
 
@@ -17,7 +17,8 @@ UID = "sparkmirror-drilldown"
 TITLE = "sparkmirror: drill-down"
 
 
-def build(overview_uid: str) -> g.Dashboard:
+def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
+    t = config.thresholds
     grid = ui.Grid()
 
     grid.row("Topics and partitions")
@@ -36,7 +37,7 @@ def build(overview_uid: str) -> g.Dashboard:
         ui.RECORDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
     grid.add(ui.timeseries(
         "Topic lag (seconds)", q.topic_lag_seconds(), "Age of the topic's oldest unreplicated record.",
-        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.LAG_SECONDS)),
+        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.lag_seconds)),
         legend_calcs=["lastNotNull", "max"]), w=8, h=8)
     grid.add(ui.timeseries(
         "Partitions by status", q.partitions_by_status(), "Replicated partitions in each status.",
@@ -50,7 +51,7 @@ def build(overview_uid: str) -> g.Dashboard:
         "Checkpoint age per group", q.group_checkpoint_age(),
         "Oldest checkpoint among the group's partitions that are behind; 0 when every checkpoint is "
         "current.",
-        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.CHECKPOINT_AGE_SECONDS)),
+        ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.checkpoint_age_seconds)),
         legend_calcs=["lastNotNull", "max"]), w=8, h=8)
     grid.add(ui.timeseries(
         "Checkpoint lag per group", q.group_checkpoint_lag(),

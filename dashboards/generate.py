@@ -16,16 +16,17 @@ from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
 
+from alerts.config import DEFAULT, Config
 from dashboards import drilldown, overview
 
 JSON_DIR = Path(__file__).resolve().parent / "json"
 
 
-def dashboards() -> dict[str, dict]:
-    """File name -> dashboard JSON model (plain dicts)."""
+def dashboards(config: Config = DEFAULT) -> dict[str, dict]:
+    """File name -> dashboard JSON model (plain dicts), with the mixin config's thresholds and runbooks."""
     built = {
-        "sparkmirror-overview.json": overview.build(drilldown_uid=drilldown.UID),
-        "sparkmirror-drilldown.json": drilldown.build(overview_uid=overview.UID),
+        "sparkmirror-overview.json": overview.build(drilldown_uid=drilldown.UID, config=config),
+        "sparkmirror-drilldown.json": drilldown.build(overview_uid=overview.UID, config=config),
     }
     return {name: _modern(json.loads(json.dumps(d.to_json_data(), cls=DashboardEncoder)))
             for name, d in built.items()}

@@ -97,6 +97,10 @@ def table(title: str, queries, description: str, unit: str, hide: tuple[str, ...
     )
 
 
+def text(title: str, markdown: str, description: str) -> g.Text:
+    return g.Text(title=title, content=markdown, mode="markdown", description=description)
+
+
 class Grid:
     """Places panels left to right on Grafana's 24-column grid, wrapping to a new line."""
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from grafanalib import core as g
 
-from alerts import thresholds as t
+from alerts.config import DEFAULT, Config
+from alerts.rules import build as build_rules
 from dashboards import layout as ui
 from dashboards import queries as q
 
@@ -17,7 +18,8 @@ UID = "sparkmirror-overview"
 TITLE = "sparkmirror: replication overview"
 
 
-def build(drilldown_uid: str) -> g.Dashboard:
+def build(drilldown_uid: str, config: Config = DEFAULT) -> g.Dashboard:
+    t = config.thresholds
     grid = ui.Grid()
     grid.add(ui.stat(
         "Flows by status", q.flows_by_status(),
@@ -30,13 +32,22 @@ def build(drilldown_uid: str) -> g.Dashboard:
     grid.add(ui.stat(
         "Monitor: last evaluation", q.monitor_evaluation_age(),
         "Seconds since the monitor last evaluated. No data: Prometheus is not scraping the monitor.",
-        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.MONITOR_EVALUATION_AGE_SECONDS))),
+        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.monitor_evaluation_age_seconds))),
         w=4, h=4)
     grid.add(ui.stat(
         "Data lost (time range)", q.data_lost_in_range(),
         "Source records deleted by retention before they were replicated, in the selected time range. "
         "Anything above 0 is a gap in the DR copy.",
         unit=ui.RECORDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, 1))), w=4, h=4)
+    rules = build_rules(config)
+    grid.add(ui.table(
+        "Firing alerts", q.firing_alerts([r.name for r in rules]),
+        "sparkmirror alerts Prometheus fires now (its ALERTS series), with their labels; the runbook of "
+        "each is linked on the right.", "none", hide=("alertstate",)), w=16, h=6)
+    grid.add(ui.text(
+        "Runbooks",
+        "\n".join(f"- [{r.name}]({config.runbook_url(r.name)}) ({r.severity})" for r in rules),
+        "What to check and do for each alert (docs/runbooks.md)."), w=8, h=6)
 
     grid.row("Flow $flow", repeat="flow")
     grid.add(ui.stat(
@@ -48,10 +59,9 @@ def build(drilldown_uid: str) -> g.Dashboard:
         mappings=ui.up_mappings()), w=4, h=4)
     grid.add(ui.stat(
         "Heartbeat age", q.heartbeat_age(),
-        f"Now minus the newest replicated heartbeat's timestamp. The page fires above "
-        f"{t.HEARTBEAT_AGE_SECONDS} s held for {t.HEARTBEATS_STOPPED_FOR}.",
-        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.HEARTBEAT_AGE_SECONDS)),
-        graph=True), w=4, h=4)
+        f"Now minus the newest replicated heartbeat's timestamp. The page fires when it stays above the "
+        f"flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds) for {t.heartbeats_stopped_for}.",
+        unit=ui.SECONDS, graph=True), w=4, h=4)
     grid.add(ui.stat(
         "Lag (records)", q.flow_lag_records(), "Source records not yet on the target.",
         unit=ui.RECORDS, graph=True), w=4, h=4)
@@ -59,8 +69,8 @@ def build(drilldown_uid: str) -> g.Dashboard:
         "Lag (seconds)", q.flow_lag_seconds(),
         "Age of the oldest source record not yet on the target: the recovery point if the source "
         "were lost now.",
-        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.YELLOW, t.LAG_GROWING_MIN_SECONDS),
-                                             (ui.RED, t.LAG_SECONDS)), graph=True), w=4, h=4)
+        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.YELLOW, t.lag_growing_min_seconds),
+                                             (ui.RED, t.lag_seconds)), graph=True), w=4, h=4)
     grid.add(ui.stat(
         "Data lost (time range)", q.flow_data_lost(),
         "Records deleted on the source before they were copied, in the selected time range.",
@@ -69,14 +79,14 @@ def build(drilldown_uid: str) -> g.Dashboard:
         "Heartbeat latency", q.heartbeat_latency_percentiles(),
         "Percentiles of heartbeat timestamp -> append on the target: end-to-end replication latency "
         "of a tiny record.",
-        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.LATENCY_SECONDS)),
+        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.latency_seconds)),
         legend_calcs=["lastNotNull", "max"]), w=6, h=8)
     grid.add(ui.timeseries(
         "Lag (records)", q.flow_lag_records(), "Source records not yet on the target.", unit=ui.RECORDS,
         legend_calcs=["lastNotNull", "max"]), w=6, h=8)
     grid.add(ui.timeseries(
         "Lag (seconds)", q.flow_lag_seconds(), "Age of the oldest unreplicated source record.",
-        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.LAG_SECONDS)),
+        unit=ui.SECONDS, thresholds=ui.steps((ui.GREEN, None), (ui.RED, t.lag_seconds)),
         legend_calcs=["lastNotNull", "max"]), w=6, h=8)
     grid.add(ui.timeseries(
         "Throughput", q.throughput(),

@@ -82,6 +82,11 @@ def data_lost_in_range() -> Query:
     return Query(f"sum(increase({sel(m.DATA_LOST_RECORDS, FLOW)}[$__range]))", "records lost")
 
 
+def firing_alerts(names: list[str]) -> Query:
+    """Prometheus' own ``ALERTS`` series of the given alerts, firing ones only."""
+    return Query(f'ALERTS{{alertstate="firing",alertname=~"{"|".join(names)}"}}', instant=True)
+
+
 # --- overview: one row per flow -------------------------------------------------
 def flow_status_code() -> Query:
     return Query(status_code(FLOW), "{{flow}}")

@@ -56,6 +56,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from alerts import thresholds
+from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
 from dashboards import queries
@@ -71,6 +72,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 PAGE = "SparkmirrorHeartbeatsStopped"
 PAGE_FOR_SECONDS = 5
+HEARTBEAT_AGE_LIMIT = 30  # the page's heartbeat age limit in the rule file
 SCRAPE_SECONDS = EVALUATION_SECONDS = 1
 GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
 MONITOR_INTERVAL_SECONDS = 1
@@ -263,7 +265,7 @@ class Scenario:
         rules = write_rules(work / "rules.yml", for_overrides={PAGE: f"{PAGE_FOR_SECONDS}s"})
         self.prometheus = PrometheusServer(
             work / "prometheus",
-            {thresholds.MONITOR_JOB: [self.monitor.address], REPLICATOR_JOB: [f"127.0.0.1:{self.metrics_port}"]},
+            {MONITOR_JOB: [self.monitor.address], REPLICATOR_JOB: [f"127.0.0.1:{self.metrics_port}"]},
             [rules], alertmanager=self.alertmanager.url, scrape_interval=f"{SCRAPE_SECONDS}s",
             evaluation_interval=f"{EVALUATION_SECONDS}s")
         self.late = LateProducer(self.primary, self.topic)
@@ -343,7 +345,7 @@ class Scenario:
             self.problems.append(f"no firing {PAGE} within 150 s of the stop")
             return
         self.fired = fired.payload
-        condition_at = last_heartbeat_ms / 1000 + thresholds.HEARTBEAT_AGE_SECONDS
+        condition_at = last_heartbeat_ms / 1000 + HEARTBEAT_AGE_LIMIT
         self.timing.update({
             "replicator_stopped_at": round(stopped_wall, 3),
             "last_heartbeat_at": last_heartbeat_ms / 1000,
@@ -366,7 +368,7 @@ class Scenario:
         while resolved is None and time.monotonic() < restarted_at + 180:
             if recovered_wall is None:
                 age = self.flow_status()["heartbeat"]["age_seconds"]
-                if age is not None and age < thresholds.HEARTBEAT_AGE_SECONDS:
+                if age is not None and age < HEARTBEAT_AGE_LIMIT:
                     recovered_wall = time.time()
             self.queries.sweep("replicator restarted")
             resolved = self.webhook.wait_for(_page(self.flow, "resolved"), timeout=0.5, after=restarted_at)
@@ -385,7 +387,7 @@ class Scenario:
 
     def monitor_stopped(self) -> None:
         self.monitor.stop()
-        self.prometheus.wait_for_data(f'up{{job="{thresholds.MONITOR_JOB}"}} == 0', timeout=15)
+        self.prometheus.wait_for_data(f'up{{job="{MONITOR_JOB}"}} == 0', timeout=15)
         deadline = time.monotonic() + 10
         while self.queries.sweep("monitor stopped") and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -416,8 +418,8 @@ def _write_artifacts(s: Scenario, artifacts_dir: Path) -> None:
     doc = {"flow": s.flow, "topic": s.topic, "group": s.group, **s.queries.document()}
     (artifacts_dir / "live-queries.json").write_text(json.dumps(doc, indent=2) + "\n")
     timing = {
-        "alert": PAGE, "rule_threshold_seconds": thresholds.HEARTBEAT_AGE_SECONDS,
-        "for_seconds": PAGE_FOR_SECONDS, "for_in_committed_rules": thresholds.HEARTBEATS_STOPPED_FOR,
+        "alert": PAGE, "rule_threshold_seconds": HEARTBEAT_AGE_LIMIT,
+        "for_seconds": PAGE_FOR_SECONDS, "for_in_committed_rules": thresholds.DEFAULT.heartbeats_stopped_for,
         "scrape_interval_seconds": SCRAPE_SECONDS, "evaluation_interval_seconds": EVALUATION_SECONDS,
         "group_wait_seconds": GROUP_WAIT_SECONDS, "group_interval_seconds": GROUP_INTERVAL_SECONDS,
         "monitor_interval_seconds": MONITOR_INTERVAL_SECONDS, **s.timing, "problems": s.problems,
@@ -474,7 +476,7 @@ def test_heartbeats_stopped_pages_and_resolves_live(live):
     # the rule group's clock) and Alertmanager's group wait, with 15 s of slack: a 2-core CI
     # machine running Spark, two brokers and Prometheus stalls for seconds (the bound checks the
     # pipeline, not its speed; the measured figures are written to test-artifacts).
-    assert t["detection_from_stop_seconds"] >= thresholds.HEARTBEAT_AGE_SECONDS + PAGE_FOR_SECONDS - 1
+    assert t["detection_from_stop_seconds"] >= HEARTBEAT_AGE_LIMIT + PAGE_FOR_SECONDS - 1
     assert t["detection_from_condition_seconds"] >= PAGE_FOR_SECONDS - 0.5
     assert t["detection_from_condition_seconds"] <= (PAGE_FOR_SECONDS + MONITOR_INTERVAL_SECONDS + SCRAPE_SECONDS
                                                      + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 15)

@@ -29,7 +29,7 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from alerts import thresholds
+from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
 from dashboards import queries
@@ -41,6 +41,7 @@ from tests.support.prometheus import AlertmanagerServer, PrometheusServer, Webho
 HEALTHY, BROKEN = "primary->dr", "broken->dr"
 PAGE = "SparkmirrorHeartbeatsStopped"
 PAGE_FOR_SECONDS = 5
+HEARTBEAT_AGE_LIMIT = 30  # the page's heartbeat age limit in the rule file
 SCRAPE_SECONDS = EVALUATION_SECONDS = 1
 GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
 
@@ -153,7 +154,7 @@ def stack(tmp_path_factory):
     alertmanager = AlertmanagerServer(base / "alertmanager", webhook.url, group_wait=f"{GROUP_WAIT_SECONDS}s",
                                       group_interval=f"{GROUP_INTERVAL_SECONDS}s")
     prometheus = PrometheusServer(
-        base / "prometheus", {thresholds.MONITOR_JOB: [f"127.0.0.1:{exporter_port}", dead_monitor]}, [rules],
+        base / "prometheus", {MONITOR_JOB: [f"127.0.0.1:{exporter_port}", dead_monitor]}, [rules],
         alertmanager=alertmanager.url, scrape_interval=f"{SCRAPE_SECONDS}s",
         evaluation_interval=f"{EVALUATION_SECONDS}s")
     try:
@@ -221,7 +222,7 @@ def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artif
         return lambda n: any(a["status"] == status for a in n.alerts(alertname=PAGE, flow=HEALTHY))
 
     induced = time.monotonic()
-    stack.fake.set_heartbeat_age(HEALTHY, 10 * thresholds.HEARTBEAT_AGE_SECONDS)
+    stack.fake.set_heartbeat_age(HEALTHY, 10 * HEARTBEAT_AGE_LIMIT)
     fired = webhook.wait_for(page("firing"), timeout=60, after=induced)
     assert fired is not None, f"no firing page within 60 s; alertmanager log:\n{stack.alertmanager.log_tail()}"
     detection = fired.received_monotonic - induced

@@ -6,6 +6,7 @@ when it is missing these tests FAIL with that hint instead of skipping.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import generate, rules, thresholds
+from alerts import config as mixin
+from alerts import generate, rules
 from monitor import metrics as m
 from tests.support import prometheus as support
 from tests.support.prometheus import require_binary
@@ -42,8 +44,8 @@ def _committed_rules() -> list[dict]:
     return [r for group in COMMITTED["groups"] for r in group["rules"]]
 
 
-def test_committed_rule_file_is_current():
-    assert not generate.stale(), "run: python -m alerts.generate"
+def test_committed_rules_tests_and_dashboards_are_current():
+    assert generate.stale() == [], "run: python -m alerts.generate"
     proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--check"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -90,7 +92,7 @@ def test_every_rule_has_severity_summary_description_and_runbook():
         notes = rule["annotations"]
         assert set(notes) == {"summary", "description", "runbook_url"}
         assert len(notes["summary"]) > 20 and len(notes["description"]) > 60
-        assert notes["runbook_url"] == f"{rules.RUNBOOK_BASE}#{name.lower()}"
+        assert notes["runbook_url"] == mixin.DEFAULT.runbook_url(name)
         assert name in headings, f"docs/runbooks.md has no section '## {name}'"
         body = next(s for s in sections if s.startswith(name))
         assert "Check:" in body and "Do:" in body, f"runbook of {name} must say what to check and do"
@@ -106,7 +108,7 @@ def test_rules_and_their_tests_use_only_metric_names_from_the_specs():
         for case in yaml.safe_load(path.read_text())["tests"]:
             used |= {re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s["series"]).group(0) for s in case["input_series"]}
     assert used - known - {"up"} == set()
-    assert f'up{{job="{thresholds.MONITOR_JOB}"}}' in rules.BY_NAME["SparkmirrorMonitorDown"].expr
+    assert f'up{{job="{mixin.MONITOR_JOB}"}}' in rules.BY_NAME["SparkmirrorMonitorDown"].expr
 
 
 def test_for_overrides_change_only_the_duration():
@@ -120,14 +122,82 @@ def test_for_overrides_change_only_the_duration():
         rules.rule_file(for_overrides={"Nope": "1s"})
 
 
-def test_runbook_base_is_configurable(tmp_path):
-    out = tmp_path / "rules.yml"
-    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--runbook-base",
-                           "https://example.org/runbooks.md", "--output", str(out)], cwd=ROOT,
-                          capture_output=True, text=True)
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a markdown file's headings: lower case, punctuation dropped, spaces -> '-'."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", markdown, flags=re.M)}
+
+
+def test_every_runbook_url_is_absolute_and_its_anchor_exists():
+    """Links in a real notification (Alertmanager, PagerDuty, Grafana) must open: absolute URL of the
+    released docs/runbooks.md, and a section that exists there."""
+    anchors = _anchors(RUNBOOKS.read_text())
+    version = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(1)
+    rendered = [yaml.safe_load(p.read_text()) for p in generate.TESTS_DIR.glob("*.yml")]
+    expected = [a for spec in rendered for case in spec["tests"] for check in case.get("alert_rule_test", [])
+                for a in check.get("exp_alerts") or []]
+    urls = [r["annotations"]["runbook_url"] for r in _committed_rules()]
+    urls += [a["exp_annotations"]["runbook_url"] for a in expected]
+    assert len(urls) > len(rules.RULES)
+    for url in urls:
+        base, anchor = url.split("#")
+        assert re.fullmatch(r"https://github\.com/[\w-]+/sparkmirror/blob/v[\w.]+/docs/runbooks\.md", base), url
+        assert base.endswith(f"/blob/v{version}/docs/runbooks.md"), f"{url}: not the released version {version}"
+        assert anchor in anchors, f"{url}: docs/runbooks.md has no such section"
+
+
+def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
+    config = tmp_path / "mixin.yml"
+    config.write_text(yaml.safe_dump({
+        "runbook_base": "https://wiki.example.org/sm/runbooks.md", "selector": 'env="prod"',
+        "monitor_job": "sm-monitor", "thresholds": {"lag_seconds": 900, "lag_for": "20m"}}))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--config", str(config), "--output-dir", str(out)],
+                          cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    urls = [r["annotations"]["runbook_url"] for g in yaml.safe_load(out.read_text())["groups"] for r in g["rules"]]
-    assert urls and all(u.startswith("https://example.org/runbooks.md#sparkmirror") for u in urls)
+    rendered = {r["alert"]: r for g in yaml.safe_load((out / "sparkmirror-rules.yml").read_text())["groups"]
+                for r in g["rules"]}
+    assert {r["annotations"]["runbook_url"].split("#")[0] for r in rendered.values()} == \
+        {"https://wiki.example.org/sm/runbooks.md"}
+    lag = rendered["SparkmirrorLagHigh"]
+    assert lag["expr"] == 'sparkmirror_flow_lag_seconds{env="prod"} > 900' and lag["for"] == "20m"
+    assert 'up{job="sm-monitor"}' in rendered["SparkmirrorMonitorDown"]["expr"]
+    assert all('{env="prod"' in n or 'env="prod",' in n
+               for r in rendered.values() for n in re.findall(r"sparkmirror_\w+\{[^}]*\}", r["expr"]))
+    tests = sorted(p.name for p in (out / "tests").glob("*.yml"))
+    assert tests == sorted(p.name for p in generate.TESTS_DIR.glob("*.yml"))
+    assert "https://wiki.example.org/sm/runbooks.md#" in (out / "tests" / tests[0]).read_text()
+    overview = json.loads((out / "dashboards" / "sparkmirror-overview.json").read_text())
+    assert "https://wiki.example.org/sm/runbooks.md#sparkmirrorlaghigh" in json.dumps(overview)
+    assert 900 in [s["value"] for p in overview["panels"] if p["title"] == "Lag (seconds)"
+                   for s in p["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"runbook_base": "docs/runbooks.md"}, "must be an absolute http"),
+    ({"thresholds": {"lag_secs": 5}}, "unknown threshold.*lag_secs"),
+    ({"thresholds": {"lag_for": "ten minutes"}}, "not a Prometheus duration"),
+    ({"thresholds": {"lag_seconds": "300"}}, "must be a int"),
+    ({"selecter": "x"}, "unknown key.*selecter"),
+    ({"selector": "env=prod"}, "must be PromQL label matchers"),
+])
+def test_a_bad_mixin_config_is_an_error_naming_the_file(tmp_path, content, message):
+    config = tmp_path / "mixin.yml"
+    config.write_text(yaml.safe_dump(content))
+    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--config", str(config), "--output-dir",
+                           str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert str(config) in proc.stderr and re.search(message, proc.stderr), proc.stderr
+
+
+def test_check_notices_an_edited_test_file(tmp_path, monkeypatch):
+    for path in generate.TESTS_DIR.glob("*.yml"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(generate, "TESTS_DIR", tmp_path)
+    assert generate.stale() == []
+    edited = tmp_path / "heartbeats.yml"
+    edited.write_text(edited.read_text().replace("#sparkmirrorheartbeatsstopped", "#nope"))
+    assert [Path(p).name for p in generate.stale()] == ["heartbeats.yml"]
 
 
 def test_a_missing_promtool_fails_the_test_instead_of_skipping(monkeypatch):

@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from alerts import generate as alerts_generate
-from alerts import rules, thresholds
+from alerts import rules
+from alerts.config import MONITOR_JOB
 from dashboards import generate as dashboards_generate
 from replicator.devenv.artifacts import KAFKA_VERSION
 from replicator.model.config import parse_config
@@ -108,7 +109,7 @@ def test_prometheus_loads_the_generated_rules_and_scrapes_the_monitor_under_the_
     assert "/etc/prometheus/rules/*.yml" in config["rule_files"]
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     listen = SERVICES["monitor"]["command"][SERVICES["monitor"]["command"].index("--listen") + 1]
-    assert jobs[thresholds.MONITOR_JOB]["static_configs"][0]["targets"] == [f"monitor:{listen.rsplit(':', 1)[1]}"]
+    assert jobs[MONITOR_JOB]["static_configs"][0]["targets"] == [f"monitor:{listen.rsplit(':', 1)[1]}"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
 
 

@@ -73,7 +73,7 @@ def test_current_schema_version_and_datasource_as_a_variable():
         assert variables["datasource"]["type"] == "datasource"
         assert variables["datasource"]["query"] == "prometheus"
         for panel in _panels(model):
-            if panel["type"] == "row":
+            if panel["type"] in ("row", "text"):
                 continue
             assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert panel["targets"], f"{panel['title']} has no query"
@@ -109,6 +109,22 @@ def test_overview_has_one_row_per_flow_with_the_issue_panels():
             "Data lost (time range)"} <= in_row
     latency = next(p for p in _panels(OVERVIEW) if p["title"] == "Heartbeat latency")
     assert [t["legendFormat"] for t in latency["targets"]] == ["p50", "p95", "p99"]
+
+
+def test_overview_shows_the_firing_alerts_and_links_every_runbook():
+    """The alert panels come from the same mixin config as the rules: every alert, its absolute runbook."""
+    from alerts import config as mixin
+
+    firing = next(p for p in _panels(OVERVIEW) if p["title"] == "Firing alerts")
+    names = re.search(r'alertname=~"([^"]+)"', firing["targets"][0]["expr"]).group(1).split("|")
+    assert names == [r.name for r in RULES]
+    runbooks = next(p for p in _panels(OVERVIEW) if p["title"] == "Runbooks")
+    for rule in RULES:
+        assert f"[{rule.name}]({mixin.DEFAULT.runbook_url(rule.name)})" in runbooks["options"]["content"]
+    custom = mixin.Config(runbook_base="https://wiki.example.org/sm/runbooks.md")
+    text = next(p for p in _panels(generate.dashboards(custom)["sparkmirror-overview.json"])
+                if p["title"] == "Runbooks")["options"]["content"]
+    assert "https://wiki.example.org/sm/runbooks.md#sparkmirrorheartbeatsstopped" in text
 
 
 def test_drilldown_panels():
