@@ -13,8 +13,9 @@ import logging
 import os
 import sys
 
-from replicator import __version__
+from replicator import __version__, logsetup
 from replicator.errors import SparkmirrorError
+from replicator.logsetup import LOG_FORMATS
 
 # module path -> registers one or more subcommands. Imported lazily so that
 # `sparkmirror validate` never pays for importing pyspark.
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sparkmirror {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                        help="text (default) or json: one JSON object per line for log shippers")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in SUBCOMMAND_MODULES:
@@ -57,16 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not built yet
             raise
         module.register(sub)
+    # Also accepted after the subcommand (`sparkmirror replicate --log-format json ...`).
+    for subparser in {id(p): p for p in sub.choices.values()}.values():
+        subparser.add_argument("--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,
+                               help="text (default) or json: one JSON object per line for log shippers")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logsetup.configure(args.log_format, args.verbose)
     # py4j logs every gateway connection at INFO; nobody needs that.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # ...and logs an abandoned foreachBatch (a query stopped mid-batch) as an error with
@@ -75,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SparkmirrorError as exc:
-        print(f"sparkmirror: error: {exc}" if not exc.location() else str(exc), file=sys.stderr)
+        line = f"sparkmirror: error: {exc}" if not exc.location() else str(exc)
+        if logsetup.current_format() == "json":  # a log shipper reads stderr: keep it JSON
+            logging.getLogger("sparkmirror").error("%s", line)
+        else:
+            print(line, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

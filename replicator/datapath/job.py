@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from replicator import logsetup
 from replicator.control.heartbeats import HeartbeatEmitter
 from replicator.datapath.flow import FlowReplicator
 from replicator.errors import ConfigError, SparkmirrorError
@@ -50,7 +51,15 @@ class ReplicatorJob:
             signal.signal(signal.SIGINT, handler)
 
     def _thread(self, name: str, target, *args) -> None:
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        """Run ``target`` on a daemon thread named ``"<role> <flow>"`` (e.g. ``refresh A->B``);
+        every line it logs carries that flow (``--log-format json``'s ``flow`` field)."""
+        flow = name.split(" ", 1)[1] if " " in name and "->" in name else None
+
+        def run(*a):
+            logsetup.set_thread_context(flow=flow)
+            target(*a)
+
+        t = threading.Thread(target=run, args=args, name=name, daemon=True)
         t.start()
         self.threads.append(t)
 

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from replicator import logsetup
 from replicator.devenv import artifacts
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,11 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         # one Spark task per Kafka partition keeps per-partition order
         .config("spark.sql.adaptive.enabled", "false")
     )
-    for k, v in (conf or {}).items():
+    conf = dict(conf or {})
+    if not under_spark_submit():
+        for k, v in logsetup.spark_log4j_options().items():  # JSON logs from the JVM too
+            conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "ERROR"))

@@ -1,0 +1,40 @@
+"""The JSON log line format (pure: records formatted in memory)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from replicator.logsetup import JsonFormatter, _ContextFilter, log_context
+
+
+def _format(msg, *args, exc_info=None, **extra):
+    record = logging.LogRecord("sparkmirror.replicate", logging.WARNING, __file__, 1, msg, args, exc_info)
+    for k, v in extra.items():
+        setattr(record, k, v)
+    _ContextFilter().filter(record)
+    return json.loads(JsonFormatter().format(record))
+
+
+def test_a_line_has_time_level_logger_message_and_thread():
+    line = _format("copied %d records\nin one batch", 12)
+    assert line["level"] == "WARNING" and line["logger"] == "sparkmirror.replicate"
+    assert line["message"] == "copied 12 records\nin one batch"
+    assert line["time"].endswith("Z") and len(line["time"]) == len("2026-01-01T00:00:00.000Z")
+    assert "flow" not in line and "exception" not in line
+
+
+def test_context_and_extra_fields_are_written_extra_wins():
+    with log_context(flow="a->b", cluster="b"):
+        line = _format("x", cluster="a", topic="orders", partition=3)
+    assert (line["flow"], line["cluster"], line["topic"], line["partition"]) == ("a->b", "a", "orders", 3)
+    assert "flow" not in _format("outside the block")
+
+
+def test_an_exception_is_one_field_on_the_same_line():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        line = _format("failed", exc_info=sys.exc_info())
+    assert "ValueError: boom" in line["exception"] and "Traceback" in line["exception"]
