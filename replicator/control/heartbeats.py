@@ -54,7 +54,8 @@ class HeartbeatEmitter:
                                 self.flow.target, self.topic, self.flow.target, err)
 
         try:
-            self._producer.produce(self.topic, key=hb.encode_key(), value=hb.encode_value(),
+            # Partition 0, as MirrorHeartbeatTask writes it.
+            self._producer.produce(self.topic, key=hb.encode_key(), value=hb.encode_value(), partition=0,
                                    timestamp=hb.timestamp_ms, on_delivery=on_delivery)
         except BufferError:
             pass  # the target is unreachable and the queue is full; keep trying

@@ -177,11 +177,27 @@ class TopicSync:
         return changes
 
 
+_WARNED_PARTITIONS: set[tuple[str, str]] = set()
+
+
 def ensure_internal_topic(admin, cluster: str, name: str, replication_factor: int) -> None:
-    """A single-partition compacted internal topic (offset-syncs, checkpoints, heartbeats)."""
+    """A single-partition compacted internal topic (offset-syncs, checkpoints, heartbeats).
+
+    An existing one is kept as it is. Like MM2, sparkmirror writes these records to
+    partition 0 only, and MM2 reads offset-syncs from partition 0 only: a topic someone
+    created with more partitions works, but its other partitions hold nothing MM2 reads
+    (records an older writer spread over them included), so it is reported once.
+    """
     from confluent_kafka.admin import NewTopic
 
-    if name in list_topics(admin, cluster).topics:
+    existing = list_topics(admin, cluster).topics.get(name)
+    if existing is not None:
+        count = len(existing.partitions)
+        if count > 1 and (cluster, name) not in _WARNED_PARTITIONS:
+            _WARNED_PARTITIONS.add((cluster, name))
+            log.warning("internal topic %s on cluster %s has %d partitions; sparkmirror writes it to partition 0 "
+                        "only, as MM2 does (MM2 reads offset-syncs from partition 0 only): the other partitions "
+                        "are ignored; a single partition is what both expect", name, cluster, count)
         return
     fut = admin.create_topics([NewTopic(name, 1, replication_factor, config={"cleanup.policy": "compact"})])[name]
     try:

@@ -501,8 +501,9 @@ class FlowReplicator:
         for s in syncs:
             while True:
                 try:
+                    # Partition 0, as MM2 writes it: MM2's OffsetSyncStore reads nothing else.
                     self.syncs_producer.produce(self.syncs_topic, key=s.encode_key(), value=s.encode_value(),
-                                                on_delivery=on_delivery)
+                                                partition=0, on_delivery=on_delivery)
                     break
                 except BufferError:
                     self.syncs_producer.poll(0.1)
