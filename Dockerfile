@@ -26,7 +26,7 @@ RUN pip install --no-cache-dir . \
  && python -c "from replicator.devenv import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
  && rm -rf /root/.m2
 
-RUN useradd --system --create-home --home-dir /var/lib/sparkmirror sparkmirror \
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/sparkmirror sparkmirror \
  && mkdir -p /var/lib/sparkmirror/checkpoints \
  && chown -R sparkmirror /var/lib/sparkmirror
 USER sparkmirror

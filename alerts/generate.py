@@ -88,6 +88,7 @@ def write_rules(path: Path, config: mixin.Config = mixin.DEFAULT,
 
 def _targets(config: mixin.Config, output_dir: Path | None) -> dict[Path, str]:
     from dashboards import generate as dashboards
+    from deploy import generate as kubernetes
 
     rules_path = output_dir / "sparkmirror-rules.yml" if output_dir else RULES_PATH
     tests_dir = output_dir / "tests" if output_dir else TESTS_DIR
@@ -95,6 +96,8 @@ def _targets(config: mixin.Config, output_dir: Path | None) -> dict[Path, str]:
     files = {rules_path: render(config)}
     files.update({tests_dir / name: text for name, text in render_tests(config).items()})
     files.update({json_dir / name: dashboards.render(model) for name, model in dashboards.dashboards(config).items()})
+    # the Kubernetes manifests carry the same rules (PrometheusRule) and dashboards (ConfigMaps)
+    files.update(kubernetes.render_all(config, output_dir / "kubernetes" if output_dir else kubernetes.ROOT))
     return files
 
 

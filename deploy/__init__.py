@@ -1,0 +1,1 @@
+"""Deployment manifests generated from the project's own sources (see generate.py)."""
