@@ -187,7 +187,8 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
         reasons.append(f"{lost_records} source records were deleted (retention or deleteRecords) before "
                        f"they were replicated: log start {part.source_start} > replicated position {position}")
     elif lag is None:
-        status = WARN
+        # Unknown by configuration (no offset-syncs) is said, not warned about: nothing is wrong.
+        status = OK if part.position.basis == lagmath.UNKNOWN_SYNCS_OFF else WARN
         reasons.append(_UNKNOWN_REASONS.get(part.position.basis, part.position.basis))
     elif lag == 0:
         status = OK
@@ -216,6 +217,9 @@ _UNKNOWN_REASONS = {
     lagmath.UNKNOWN_SYNC_AHEAD: "the newest offset-sync points past the end of the mirror partition "
                                 "(mirror topic truncated or re-created?)",
     lagmath.UNKNOWN_NO_OFFSETS: "end offsets not read yet",
+    lagmath.UNKNOWN_SYNCS_OFF: "records lag unknown: the flow emits no offset-syncs (emit.offset-syncs.enabled "
+                               "= false), so nothing says which source records the mirror partition holds; "
+                               "heartbeats still show whether replication runs",
 }
 
 

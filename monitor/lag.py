@@ -33,6 +33,7 @@ BASIS_NO_MIRROR = "no-mirror-partition"    # the mirror partition does not exist
 UNKNOWN_NO_SYNC = "no-offset-sync"         # target has records but no sync says what they are
 UNKNOWN_SYNC_AHEAD = "sync-ahead-of-target"  # target end <= D: truncated or re-created
 UNKNOWN_NO_OFFSETS = "no-offsets"          # the end offsets could not be read
+UNKNOWN_SYNCS_OFF = "offset-syncs-disabled"  # emit.offset-syncs.enabled = false: no sync will ever say
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,18 @@ class Position:
 
 
 def replicated_position(sync: tuple[int, int] | None, target_end: int | None,
-                        source_start: int | None, source_end: int | None) -> Position:
-    """The position from the newest sync (U, D), the target end offset and the source offsets."""
+                        source_start: int | None, source_end: int | None, *, syncs_enabled: bool = True) -> Position:
+    """The position from the newest sync (U, D), the target end offset and the source offsets.
+
+    Without offset-syncs (``syncs_enabled`` False) only an absent or empty mirror
+    partition has a known position; the end offsets alone cannot say which source
+    records a non-empty mirror holds (retention, compaction and transaction markers
+    differ on the two sides), so the position is unknown rather than guessed.
+    """
     if source_end is None or source_start is None:
         return Position(None, UNKNOWN_NO_OFFSETS)
+    if not syncs_enabled and target_end:
+        return Position(None, UNKNOWN_SYNCS_OFF)
     if target_end is None:
         # No mirror partition: nothing is copied yet; everything still on the source is behind.
         return Position(source_start, BASIS_NO_MIRROR) if sync is None else Position(None, UNKNOWN_SYNC_AHEAD)

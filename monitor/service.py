@@ -114,7 +114,8 @@ class MonitorService:
         for f in self.flows:
             source, target = self.clients[f.source], self.clients[f.target]
             self._tails.append(HeartbeatCollector(f, target, self.state, loop))
-            self._tails.append(OffsetSyncCollector(f, self.clients[f.offset_syncs_cluster], self.state, loop))
+            if f.offset_syncs_enabled:
+                self._tails.append(OffsetSyncCollector(f, self.clients[f.offset_syncs_cluster], self.state, loop))
             if f.checkpoints_enabled:
                 self._tails.append(CheckpointCollector(f, target, self.state, loop, o))
                 coroutines.append(GroupOffsetCollector(f, source, self.state, o).run())

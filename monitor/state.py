@@ -232,7 +232,8 @@ class MonitorState:
             if part is None:
                 part = state.partitions[key] = PartitionState(row.topic, row.partition, row.target_topic,
                                                               window=deque(maxlen=state.window))
-            position = replicated_position(row.sync, row.target_end, row.source_start, row.source_end)
+            position = replicated_position(row.sync, row.target_end, row.source_start, row.source_end,
+                                           syncs_enabled=state.watch.offset_syncs_enabled)
             if part.read_at is not None:
                 if row.source_end is not None and part.source_end is not None and row.source_end > part.source_end:
                     state.source_total += row.source_end - part.source_end

@@ -70,13 +70,16 @@ class WatchedFlow:
     offset_syncs_cluster: str      # alias of the cluster holding the offset-syncs topic
     offset_syncs_topic: str
     offset_lag_max: int
+    offset_syncs_enabled: bool = True            # emit.offset-syncs.enabled: false leaves records lag unknown
+    heartbeats_replication_enabled: bool = True  # heartbeats topics replicated whatever the topic filter says
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source, topic)
 
     def watches_topic(self, topic: str, monitor_filter: TopicFilter) -> bool:
         """The flow replicates ``topic`` and the monitor's allow/deny lists keep it."""
-        return replicable_topic(self.policy, self.topic_filter, self.target, topic) and (
+        return replicable_topic(self.policy, self.topic_filter, self.target, topic,
+                                heartbeats_replication_enabled=self.heartbeats_replication_enabled) and (
             monitor_filter.should_replicate_topic(topic))
 
     def watches_group(self, group: str, monitor_filter: GroupFilter) -> bool:
@@ -92,6 +95,9 @@ def watched_flows(config) -> list[WatchedFlow]:
         # into A (in a one-way A->B setup: the disabled B->A pair), see MM2-REFERENCE.
         emitters = [f for f in config.flows if f.target == flow.source and f.emit_heartbeats_enabled
                     and f.emit_heartbeats_interval_seconds > 0]
+        # ...and reach B only if the flow replicates A's heartbeats topic (heartbeats.replication.enabled)
+        carried = flow.heartbeats_replication_enabled or flow.topic_filter.should_replicate_topic(
+            policy.heartbeats_topic())
         hb_interval = min((f.emit_heartbeats_interval_seconds for f in emitters), default=1)
         location = flow.offset_syncs_topic_location
         if location == "target":
@@ -102,12 +108,15 @@ def watched_flows(config) -> list[WatchedFlow]:
             name=flow.name, source=flow.source, target=flow.target, policy=policy,
             topic_filter=flow.topic_filter, group_filter=flow.group_filter,
             heartbeats_topic=policy.format_remote_topic(flow.source, policy.heartbeats_topic()),
-            heartbeats_expected=bool(emitters), heartbeat_interval=float(hb_interval),
-            checkpoints_enabled=flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0,
+            heartbeats_expected=bool(emitters) and carried, heartbeat_interval=float(hb_interval),
+            # no offset-syncs, no checkpoints: MM2 refuses its checkpoint connector, sparkmirror emits none
+            checkpoints_enabled=flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0
+            and flow.emit_offset_syncs_enabled,
             checkpoints_topic=policy.checkpoints_topic(flow.source),
             checkpoint_interval=float(flow.emit_checkpoints_interval_seconds),
             offset_syncs_cluster=syncs_cluster, offset_syncs_topic=syncs_topic,
-            offset_lag_max=flow.offset_lag_max,
+            offset_lag_max=flow.offset_lag_max, offset_syncs_enabled=flow.emit_offset_syncs_enabled,
+            heartbeats_replication_enabled=flow.heartbeats_replication_enabled,
         ))
     if not flows:
         raise ConfigError("no replication flow is enabled, so there is nothing to monitor", file=config.path,

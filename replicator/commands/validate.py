@@ -179,6 +179,17 @@ def _flow_lines(flow: FlowConfig) -> list[str]:
 
     policy = flow.replication_policy_class.rsplit(".", 1)[-1]
     example = _remote_example(flow)
+    syncs_line = flow.line_of("emit.offset-syncs.enabled")
+    if flow.emit_offset_syncs_enabled:
+        checkpoints = _every(flow, "emit.checkpoints")
+        syncs = (f"on {flow.offset_syncs_topic_location} "
+                 f"({flow.source if flow.offset_syncs_topic_location == 'source' else flow.target}), "
+                 f"offset.lag.max {flow.offset_lag_max}")
+    else:
+        checkpoints = f"off: no offset-syncs to translate with (line {syncs_line})"
+        syncs = f"off (line {syncs_line}): no offset-syncs topic is created or written"
+    beats_carried = ("replicated whatever `topics` says" if flow.heartbeats_replication_enabled
+                     else "replicated only if `topics` matches") + src("heartbeats.replication.enabled")
     return [
         f"{flow.name}  enabled{src('enabled')}",
         f"  topics          {', '.join(flow.topics) or '(none)'}{src('topics')}",
@@ -187,8 +198,8 @@ def _flow_lines(flow: FlowConfig) -> list[str]:
         f"    exclude       {', '.join(flow.groups_exclude) or '(none)'}{src('groups.exclude')}",
         f"  policy          {policy}, separator {flow.replication_policy_separator!r}"
         f"{src('replication.policy.class')}" + (f"\n                  {example}" if example else ""),
-        f"  heartbeats      {_every(flow, 'emit.heartbeats')}",
-        f"  checkpoints     {_every(flow, 'emit.checkpoints')}",
+        f"  heartbeats      {_every(flow, 'emit.heartbeats')}; heartbeats topics {beats_carried}",
+        f"  checkpoints     {checkpoints}",
         f"  group offsets   {_every(flow, 'sync.group.offsets')}",
         f"  refresh         topics {_every(flow, 'refresh.topics')}, groups {_every(flow, 'refresh.groups')}",
         f"  sync            topic configs {_every(flow, 'sync.topic.configs')}, "
@@ -196,9 +207,7 @@ def _flow_lines(flow: FlowConfig) -> list[str]:
         f"  replication     mirror topics {flow.replication_factor}, heartbeats "
         f"{flow.heartbeats_topic_replication_factor}, checkpoints {flow.checkpoints_topic_replication_factor}, "
         f"offset-syncs {flow.offset_syncs_topic_replication_factor}",
-        f"  offset-syncs    on {flow.offset_syncs_topic_location} "
-        f"({flow.source if flow.offset_syncs_topic_location == 'source' else flow.target}), "
-        f"offset.lag.max {flow.offset_lag_max}",
+        f"  offset-syncs    {syncs}",
         f"  tasks.max {flow.tasks_max}, exactly-once {_exactly_once(flow)}",
         "  clients (librdkafka):",
     ]

@@ -137,7 +137,8 @@ class TopicConfigSync:
 # ------------------------------------------------------------------------------------ ACLs
 
 
-def target_acl_bindings(bindings, policy, topic_filter, source: str, target: str) -> list:
+def target_acl_bindings(bindings, policy, topic_filter, source: str, target: str, *,
+                        heartbeats_replication_enabled: bool = True) -> list:
     """The bindings MM2 creates on the target for the source's topic ACL ``bindings``."""
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
@@ -147,7 +148,8 @@ def target_acl_bindings(bindings, policy, topic_filter, source: str, target: str
             continue
         if b.permission_type == AclPermissionType.ALLOW and b.operation == AclOperation.WRITE:
             continue
-        if not replicable_topic(policy, topic_filter, target, b.name):
+        if not replicable_topic(policy, topic_filter, target, b.name,
+                                heartbeats_replication_enabled=heartbeats_replication_enabled):
             continue
         operation = b.operation
         if b.permission_type == AclPermissionType.ALLOW and b.operation == AclOperation.ALL:
@@ -196,7 +198,8 @@ class AclSync:
         try:
             source = describe_topic_acls(self.fr.source_admin, flow.source)
             wanted = target_acl_bindings(source, self.fr.policy, self.fr.topics.topic_filter, flow.source,
-                                         flow.target)
+                                         flow.target,
+                                         heartbeats_replication_enabled=flow.heartbeats_replication_enabled)
             if not wanted:
                 return []
             existing = {_acl_key(b) for b in describe_topic_acls(self.fr.target_admin, flow.target)}

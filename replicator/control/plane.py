@@ -1,7 +1,8 @@
 """The control-plane loops of one flow, started by the replicator job.
 
 ``start_control_loops`` is the one place that decides which loops run for a
-flow and on which MM2 interval: checkpoints (``emit.checkpoints.*``), group
+flow and on which MM2 interval: checkpoints (``emit.checkpoints.*``; none
+without offset-syncs, as in MM2), group
 offset sync (``sync.group.offsets.*``, fed by the checkpoint loop), topic config
 sync (``sync.topic.configs.*``) and topic ACL sync (``sync.topic.acls.*``).
 Heartbeats and topic/partition refresh are started by the job itself
@@ -87,7 +88,11 @@ def start_control_loops(config, fr, stop: threading.Event, spawn) -> ControlPlan
     flow = fr.flow
     plane = ControlPlane(fr.name)
     checkpoints_interval = flow.interval_seconds("emit.checkpoints")
-    if checkpoints_interval:
+    if checkpoints_interval and not flow.emit_offset_syncs_enabled:
+        # Checkpoints are translated through the offset-syncs; MM2 refuses its checkpoint connector without them.
+        log.warning("flow %s: emit.offset-syncs.enabled = false, so no checkpoints are emitted and no consumer-group "
+                    "offsets are synced (MM2 refuses its MirrorCheckpointConnector without offset-syncs)", fr.name)
+    elif checkpoints_interval:
         emitter = CheckpointEmitter(config, flow, source_admin=fr.source_admin, target_admin=fr.target_admin)
         plane.checkpoints = emitter
         ready = threading.Event()

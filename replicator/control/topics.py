@@ -96,7 +96,8 @@ class TopicSync:
         for name, tmd in md.topics.items():
             if tmd.error is not None:
                 continue
-            if replicable_topic(self.policy, self.topic_filter, self.flow.target, name):
+            if replicable_topic(self.policy, self.topic_filter, self.flow.target, name,
+                                heartbeats_replication_enabled=self.flow.heartbeats_replication_enabled):
                 out[name] = len(tmd.partitions)
         return dict(sorted(out.items()))
 

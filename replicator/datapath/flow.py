@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from replicator.control.clients import admin, client_conf, producer
-from replicator.control.offsetsyncs_reader import spark_starting_offsets
+from replicator.control.offsetsyncs_reader import offset_syncs_location, spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.progress import metrics
@@ -107,13 +107,13 @@ class FlowReplicator:
         self.source_admin = admin(config, flow.source, flow)
         self.target_admin = admin(config, flow.target, flow)
         self.topics = TopicSync(flow, self.source_admin, self.target_admin)
-        self.emitter = OffsetSyncEmitter(flow.offset_lag_max)
         self.policy = flow.policy
-        if flow.offset_syncs_topic_location == "target":
-            self.syncs_cluster, self.syncs_topic = flow.target, self.policy.offset_syncs_topic(flow.source)
-        else:
-            self.syncs_cluster, self.syncs_topic = flow.source, self.policy.offset_syncs_topic(flow.target)
-        self.syncs_producer = producer(config, self.syncs_cluster, flow, **{"enable.idempotence": True, "acks": "all", "linger.ms": 0})
+        self.syncs_cluster, self.syncs_topic = offset_syncs_location(flow)
+        # emit.offset-syncs.enabled = false (KIP-1031): as in MM2, the offset-syncs topic is neither
+        # created nor written, so a source cluster where it cannot be created is fine.
+        self.emitter = OffsetSyncEmitter(flow.offset_lag_max) if flow.emit_offset_syncs_enabled else None
+        self.syncs_producer = producer(config, self.syncs_cluster, flow, **{
+            "enable.idempotence": True, "acks": "all", "linger.ms": 0}) if self.emitter is not None else None
         self.assignment: dict[str, int] = {}
         self.query = None
         self.stats = FlowStats()
@@ -157,6 +157,10 @@ class FlowReplicator:
         return changed
 
     def ensure_internal_topics(self) -> None:
+        if self.emitter is None:
+            log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
+                     "written", self.name, self.syncs_topic, self.syncs_cluster)
+            return
         adm = self.source_admin if self.syncs_cluster == self.flow.source else self.target_admin
         ensure_internal_topic(adm, self.syncs_cluster, self.syncs_topic,
                                           self.flow.offset_syncs_topic_replication_factor)
@@ -423,9 +427,11 @@ class FlowReplicator:
             records += r["records"]
             nbytes += r["bytes"]
             max_latency = max(max_latency, r["max_latency_ms"])
-            syncs.extend(self.emitter.record_run(r["topic"], r["partition"], r["upstream_start"],
-                                                 r["downstream_start"], r["records"]))
-        syncs.extend(self.emitter.take_pending())
+            if self.emitter is not None:
+                syncs.extend(self.emitter.record_run(r["topic"], r["partition"], r["upstream_start"],
+                                                     r["downstream_start"], r["records"]))
+        if self.emitter is not None:
+            syncs.extend(self.emitter.take_pending())
         skipped = sum(r.get("skipped") or 0 for r in runs)
         if skipped:
             log.info("flow %s batch %d: %d records not written again: already in committed transactions on %s",

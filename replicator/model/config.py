@@ -80,8 +80,11 @@ offset-syncs.topic.location add.source.alias.to.metrics emit.offset-syncs.enable
 groups.blacklist group.filter.class refresh.groups.enabled refresh.groups.interval.seconds
 emit.checkpoints.enabled emit.checkpoints.interval.seconds sync.group.offsets.enabled
 sync.group.offsets.interval.seconds checkpoints.topic.replication.factor emit.heartbeats.enabled
-emit.heartbeats.interval.seconds heartbeats.topic.replication.factor
+emit.heartbeats.interval.seconds heartbeats.topic.replication.factor heartbeats.replication.enabled
 """.split())
+#: Keys that configure the offset-syncs topic or its clients: with emit.offset-syncs.enabled = false,
+#: MM2's MirrorSourceConnector.validate refuses the flow when any of them is set (KIP-1031).
+_OFFSET_SYNCS_KEY_PREFIXES = ("offset-syncs.topic.", "offset-syncs-")
 _REGEX_KEYS = {"topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude",
                *DEPRECATED_ALIASES}
 _TOP_LEVEL_OTHER = {"clusters", "config.providers", "dedicated.mode.enable.internal.rest", "listeners",
@@ -259,6 +262,7 @@ _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
     "emit_offset_syncs_enabled": ("emit.offset-syncs.enabled", _bool, "true"),
     "offset_syncs_topic_location": ("offset-syncs.topic.location", _choice("source", "target"), "source"),
     "tasks_max": ("tasks.max", _at_least(1, maximum=_INT32_MAX), "1"),
+    "heartbeats_replication_enabled": ("heartbeats.replication.enabled", _bool, "true"),
 }
 FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
 _EXACTLY_ONCE = _choice("disabled", "preparing", "enabled", lower=True)
@@ -338,6 +342,7 @@ class FlowConfig:
     emit_offset_syncs_enabled: bool
     offset_syncs_topic_location: str
     tasks_max: int
+    heartbeats_replication_enabled: bool
     exactly_once_support: str = "disabled"
     exactly_once_connector: str = "requested"
     props: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
@@ -782,6 +787,7 @@ class _Builder:
             except _Invalid as exc:
                 self.error(f"`{connector_eos.key}` {exc.message}", connector_eos.line, hint=exc.hint)
         self._check_filters(values, effective)
+        self._check_offset_syncs_off(source, target, values, effective)
         props = dict(FLOW_DEFAULTS)
         props.update({k: e.value for k, e in effective.items()})
         origins = {k: (e.key, e.line) for k, e in effective.items()}
@@ -804,6 +810,24 @@ class _Builder:
                     self.error(f"`{bad.key}`: {exc.message}" if bad else exc.message, bad.line if bad else None,
                                hint=exc.hint)
 
+    def _check_offset_syncs_off(self, source: str, target: str, values: dict[str, object],
+                                effective: dict[str, Entry]) -> None:
+        """emit.offset-syncs.enabled = false (KIP-1031): what MM2 then refuses, and what it then cannot do."""
+        if values["emit_offset_syncs_enabled"] or not values["enabled"]:
+            return
+        off = effective["emit.offset-syncs.enabled"]
+        for key, entry in effective.items():
+            if key.startswith(_OFFSET_SYNCS_KEY_PREFIXES):
+                self.error(f"`{entry.key}` configures the offset-syncs of {source}->{target}, which "
+                           f"`{off.key}` (line {off.line}) switches off: MM2 refuses to start the flow's "
+                           "MirrorSourceConnector with both", entry.line,
+                           hint="remove this line, or the offset-syncs.* settings with it, or emit offset-syncs")
+        if values["emit_checkpoints_enabled"]:
+            self.warn(f"{source}->{target} emits no offset-syncs, so it emits no checkpoints either (MM2 refuses "
+                      "its MirrorCheckpointConnector without offset-syncs; sparkmirror does the same): consumer "
+                      "groups cannot be translated or synced to the target, and the monitor cannot count the "
+                      "flow's lag in records", off.line)
+
     def _check_flows(self, flows: list[FlowConfig], layout: _Layout) -> None:
         enabled = [f for f in flows if f.enabled]
         if not enabled:
@@ -818,15 +842,17 @@ class _Builder:
             if not flow.topics:
                 self.warn(f"`topics` is empty for {flow.name}: MM2 replicates no topics",
                           flow.line_of("topics") or layout.clusters_line)
-        # Identity keeps names, so MM2 cannot tell a copy from an original: any cycle of
-        # enabled flows through an Identity flow copies records round it forever.
+        # Identity keeps names, so MM2 cannot tell a copy from an original: a topic that every
+        # flow of a cycle through an Identity flow replicates is copied round it forever. MM2
+        # accepts such a cycle (its isCycle gives up on Identity names), and topic filters that
+        # keep the directions disjoint make it loop-free, so it is a warning, not an error.
+        warned: set[frozenset[str]] = set()
         for flow in enabled:
             back = _path(enabled, flow.target, flow.source) if flow.replication_policy_class == IDENTITY_POLICY else []
-            if back:
-                self.error(f"{flow.name} uses IdentityReplicationPolicy and records come back through "
-                           f"{' -> '.join(back)}: they would be copied round in a loop forever (MM2 cannot "
-                           "detect it)", flow.line_of("replication.policy.class") or layout.clusters_line,
-                           hint="use DefaultReplicationPolicy for flows in both directions, or disable one")
+            if back and frozenset(back) not in warned:  # one warning per loop, at its first Identity flow
+                warned.add(frozenset(back))
+                self.warn(_identity_cycle_warning(flow, back, enabled),
+                          flow.line_of("replication.policy.class") or layout.clusters_line)
 
     def _check_same_bootstrap(self, clusters: dict[str, ClusterConfig]) -> None:
         seen: dict[str, str] = {}
@@ -855,6 +881,25 @@ class _Builder:
                           f"sparkmirror use all three (topic/ACL sync, offset-syncs, heartbeats): set "
                           f"`{alias}.security.protocol`, `{alias}.sasl.*`, `{alias}.ssl.*` at cluster level",
                           line or config._layout.clusters_line)
+
+
+def _identity_cycle_warning(flow: FlowConfig, back: list[str], enabled: list[FlowConfig]) -> str:
+    """Name the patterns every flow of the cycle could replicate (each pattern's own text is tried as a name)."""
+    by_pair = {(f.source, f.target): f for f in enabled}
+    cycle = [flow] + [by_pair[pair] for pair in zip(back, back[1:])]
+    try:
+        filters = [f.topic_filter for f in cycle]
+        shared = [p for p in dict.fromkeys(p for f in cycle for p in f.topics)
+                  if all(tf.should_replicate_topic(p) for tf in filters)]
+    except ConfigError:  # an invalid filter is reported as an error of its own
+        shared = []
+    topics = "; ".join(f"{f.name} `topics` = {', '.join(f.topics) or '(none)'}" for f in cycle)
+    head = (f"{flow.name} uses IdentityReplicationPolicy and records come back through {' -> '.join(back)}; "
+            "MM2 cannot detect that loop, so a topic replicated both ways is copied round it forever")
+    if shared:
+        return (f"{head}: topics matching {', '.join(shared)} are replicated by every flow of the loop "
+                f"({topics}); make the topic filters disjoint")
+    return f"{head}; the topic filters look disjoint, keep them so ({topics})"
 
 
 def _path(flows: list[FlowConfig], start: str, goal: str) -> list[str]:

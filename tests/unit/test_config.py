@@ -162,6 +162,7 @@ DEFAULTS = {
     "offset_syncs_topic_location": "source",
     "exactly_once_support": "disabled",
     "tasks_max": 1,
+    "heartbeats_replication_enabled": True,
 }
 
 
@@ -433,19 +434,57 @@ def test_all_errors_are_collected_in_one_pass_and_each_reported_once():
     "replication.policy.class = " + IDENTITY_POLICY,
     "a->b.replication.policy.class = " + IDENTITY_POLICY,
 ])
-def test_identity_in_both_directions_is_a_loop(policy_lines):
-    err = failure(BASE + "a->b.enabled = true\nb->a.enabled = true\n" + policy_lines + "\n")
-    assert err.errors[0].line == 6
-    assert "loop" in err.errors[0].message and "b -> a" in err.errors[0].message
+def test_identity_both_ways_is_accepted_as_in_mm2_and_the_warning_names_the_overlap(policy_lines):
+    # MM2 accepts it (isCycle gives up on Identity names); with both filters at `.*` every topic loops
+    cfg = config("a->b.enabled = true\nb->a.enabled = true\n" + policy_lines + "\n")
+    message = warning_lines(cfg)[6]
+    assert "b -> a" in message and "copied round it forever" in message
+    assert "topics matching .* are replicated by every flow of the loop" in message
 
 
-def test_identity_loop_through_three_clusters():
+def test_identity_both_ways_with_disjoint_topic_filters_is_loop_free_and_says_so():
+    cfg = config(f"a->b.enabled = true\nb->a.enabled = true\nreplication.policy.class = {IDENTITY_POLICY}\n"
+                 "a->b.topics = a-.*\nb->a.topics = b-.*\n")
+    [message] = [w.message for w in cfg.warnings if "IdentityReplicationPolicy" in w.message]
+    assert "look disjoint" in message and "a->b `topics` = a-.*; b->a `topics` = b-.*" in message
+
+
+def test_identity_both_ways_names_the_patterns_both_directions_match():
+    cfg = config(f"a->b.enabled = true\nb->a.enabled = true\nreplication.policy.class = {IDENTITY_POLICY}\n"
+                 "a->b.topics = orders, a-.*\nb->a.topics = b-.*, orders\n")
+    [message] = [w.message for w in cfg.warnings if "IdentityReplicationPolicy" in w.message]
+    assert "topics matching orders are replicated by every flow" in message
+
+
+def test_identity_loop_through_three_clusters_is_a_warning():
     text = ("clusters = x, y, z\nx.bootstrap.servers=x:1\ny.bootstrap.servers=y:1\nz.bootstrap.servers=z:1\n"
             "x->y.enabled=true\ny->z.enabled=true\nz->x.enabled=true\n"
             f"y->z.replication.policy.class={IDENTITY_POLICY}\n")
-    err = failure(text)
-    assert [e.line for e in err.errors] == [8]
-    assert "z -> x -> y" in err.errors[0].message
+    assert "z -> x -> y" in warning_lines(config(base=text))[8]
+
+
+def test_heartbeats_replication_enabled_is_read_per_flow():
+    cfg = config("a->b.enabled = true\na->b.heartbeats.replication.enabled = false\n")
+    assert cfg.flow("a", "b").heartbeats_replication_enabled is False
+    assert cfg.flow("b", "a").heartbeats_replication_enabled is True
+    assert not cfg.warnings  # a known key, not "unknown"
+    assert "must be true or false" in failure(BASE + "heartbeats.replication.enabled = no\n").errors[0].message
+
+
+def test_no_offset_syncs_means_no_checkpoints_as_in_mm2():
+    cfg = config("a->b.enabled = true\na->b.emit.offset-syncs.enabled = false\n")
+    assert cfg.flow("a", "b").emit_offset_syncs_enabled is False
+    assert "emits no checkpoints either" in warning_lines(cfg)[5]
+
+
+def test_no_offset_syncs_with_offset_syncs_settings_is_refused_as_mm2_refuses_it():
+    err = failure(BASE + "offset-syncs.topic.replication.factor = 1\na->b.enabled = true\n"
+                         "a->b.emit.offset-syncs.enabled = false\n")
+    assert [e.line for e in err.errors] == [4]
+    assert "switches off" in err.errors[0].message and "line 6" in err.errors[0].message
+    # the disabled reverse flow replicates nothing, so MM2 refusing it changes nothing
+    config("offset-syncs.topic.replication.factor = 1\nemit.offset-syncs.enabled = false\na->b.enabled = true\n"
+           "a->b.emit.offset-syncs.enabled = true\n")
 
 
 def test_identity_one_way_and_default_both_ways_are_fine():
