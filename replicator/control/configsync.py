@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from replicator.control.topics import excluded_config
+from replicator.control.topics import config_carried, config_source as _source
 from replicator.errors import ClusterError
 from replicator.model.filters import replicable_topic
 
@@ -29,13 +29,7 @@ log = logging.getLogger("sparkmirror.configsync")
 
 # confluent_kafka.admin.ConfigSource values
 _DYNAMIC_TOPIC = 1
-_STATIC_BROKER = 4
 _DEFAULT = 5
-
-
-def _source(entry) -> int:
-    """ConfigEntry.source is an int from the broker and a ConfigSource when built by hand."""
-    return int(getattr(entry.source, "value", entry.source))
 
 
 @dataclass(frozen=True)
@@ -55,9 +49,7 @@ def plan_config_changes(target_topic: str, source_entries, target_entries, exclu
     """Changes that make ``target_topic``'s configs follow the source's (both as ConfigEntry maps)."""
     changes = []
     for name, entry in sorted(source_entries.items()):
-        if entry.is_read_only or entry.is_sensitive or _source(entry) == _STATIC_BROKER:
-            continue
-        if excluded_config(name, exclude):
+        if not config_carried(name, entry, exclude):
             continue
         current = target_entries.get(name)
         if _source(entry) == _DEFAULT:

@@ -1,8 +1,11 @@
 """Topics before records: discover source topics, create and grow mirror topics.
 
 MirrorSourceConnector's rules: a mirror topic gets the source partition count,
-``replication.factor`` and the source's non-default configs minus the excluded
-ones; partition counts only ever grow. The data path never writes to a topic this
+``replication.factor`` and every source config entry that is not a default
+(set on the topic, or a dynamic broker or cluster-wide default such as a
+``log.retention.ms`` set with incrementalAlterConfigs) and is neither read-only,
+sensitive, a static broker setting nor excluded (``config_carried``, which
+topic config sync uses too); partition counts only ever grow. The data path never writes to a topic this
 module has not created first — the brokers have auto-creation off.
 """
 
@@ -18,8 +21,9 @@ from replicator.model.filters import replicable_topic
 
 log = logging.getLogger(__name__)
 
-# ConfigSource.DYNAMIC_TOPIC_CONFIG: "set on this topic" rather than inherited.
-_TOPIC_LEVEL_SOURCE = 1
+# confluent_kafka.admin.ConfigSource values
+STATIC_BROKER_SOURCE = 4
+DEFAULT_SOURCE = 5
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,18 @@ def excluded_config(name: str, patterns: list[str]) -> bool:
     return False
 
 
+def config_source(entry) -> int:
+    """ConfigEntry.source is an int from the broker and a ConfigSource when built by hand."""
+    return int(getattr(entry.source, "value", entry.source))
+
+
+def config_carried(name: str, entry, exclude: list[str]) -> bool:
+    """MM2's targetConfig filter: a source entry that may reach the mirror topic (read-only, sensitive,
+    static broker settings and ``config.properties.exclude`` never do)."""
+    return not (entry.is_read_only or entry.is_sensitive or config_source(entry) == STATIC_BROKER_SOURCE
+                or excluded_config(name, exclude))
+
+
 class TopicSync:
     """Keeps the mirror topics of one flow in step with the source."""
 
@@ -118,12 +134,11 @@ class TopicSync:
         out: dict[str, dict[str, str]] = {}
         for res, fut in futures.items():
             entries = _result(fut, f"describing configs of {res.name}", self.flow.source)
-            out[res.name] = {
+            out[res.name] = {  # at creation MM2 copies the non-default ones (targetConfig(..., false))
                 name: e.value
                 for name, e in entries.items()
-                if int(e.source) == _TOPIC_LEVEL_SOURCE
-                and not e.is_read_only and not e.is_sensitive and e.value is not None
-                and not excluded_config(name, self.flow.config_properties_exclude)
+                if config_source(e) != DEFAULT_SOURCE and e.value is not None
+                and config_carried(name, e, self.flow.config_properties_exclude)
             }
         return out
 
