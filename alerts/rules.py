@@ -29,6 +29,8 @@ class AlertRule:
     severity: str
     summary: str
     description: str
+    #: The quantity the rule compares (no threshold): what a dashboard or a live test looks at.
+    measure: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -55,72 +57,160 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
     def sel(spec: m.MetricSpec, *matchers: str) -> str:
         return _sel(spec, *config.matchers, *matchers)
 
+    def clusters(expr: str) -> str:
+        """``expr`` (one series per flow) with the flow's ``source`` and ``target`` cluster labels, so
+        Alertmanager can inhibit it while one of the two is unreachable (alerts/alertmanager.yml)."""
+        return f"({expr}) * on(flow) group_left(source, target) max by (flow, source, target) ({sel(m.FLOW_INFO)})"
+
+    def grew(spec: m.MetricSpec) -> str:
+        """The counter rose in the window, or its series appeared already above 0 (the monitor or the
+        replicator started after the loss: ``increase()`` needs two samples and misses that one)."""
+        s, w = sel(spec), t.data_lost_window
+        return f"increase({s}[{w}]) > 0 or ({s} > 0 unless {s} offset {w})"
+
     up = f'up{{job="{config.monitor_job}"}}'
     stuck = f"time() - {sel(m.LAST_EVALUATION)} > {t.monitor_evaluation_age_seconds}"
+    age, timeout = sel(m.HEARTBEAT_AGE), sel(m.HEARTBEAT_TIMEOUT)
+    stalled, failed = sel(m.FLOW_STATUS, 'status="STALL"'), sel(m.FLOW_STATUS, 'status="ERR"')
+    unreachable = f"{sel(m.CLUSTER_UP)} == 0"
+    for label in ("source", "target"):
+        unreachable = f'label_replace({unreachable}, "{label}", "$1", "cluster", "(.*)")'
     return (
         AlertRule(
             "SparkmirrorHeartbeatsStopped",
-            f"{sel(m.HEARTBEAT_AGE)} > 30",
+            clusters(f"{age} > {timeout} and ({sel(m.HEARTBEAT_SEEN)} == 1 or {age} > {t.heartbeat_grace_seconds}) "
+                     f"and {sel(m.HEARTBEATS_EXPECTED)} == 1"),
             t.heartbeats_stopped_for, "page",
             "Heartbeats of flow {{ $labels.flow }} stopped reaching the target",
-            "The newest heartbeat replicated for {{ $labels.flow }} is {{ $value | humanizeDuration }} old "
-            "(limit 30s): nothing is crossing from the source to the target "
-            "cluster, so the disaster-recovery copy falls further behind every second.",
+            "The newest heartbeat replicated for {{ $labels.flow }} is {{ $value | humanizeDuration }} old, "
+            "beyond the flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds), or the monitor has "
+            f"waited that long without seeing any (more than {t.heartbeat_grace_seconds}s: replicator never "
+            "started, heartbeats topic missing): nothing is crossing from the source to the target cluster, "
+            "so the disaster-recovery copy falls further behind every second.",
+            measure=age,
         ),
         AlertRule(
             "SparkmirrorReplicationLatencyHigh",
-            f"{heartbeat_latency_quantile(t.latency_quantile, *config.matchers, window=t.latency_window)} "
-            f"> {t.latency_seconds}",
+            clusters(f"{heartbeat_latency_quantile(t.latency_quantile, *config.matchers, window=t.latency_window)} "
+                     f"> {t.latency_seconds}"),
             t.latency_for, "warning",
             "Replication latency of flow {{ $labels.flow }} is high",
             f"p{round(t.latency_quantile * 100)} heartbeat latency (source timestamp to append on the "
             f"target) of {{{{ $labels.flow }}}} over {t.latency_window} is {{{{ $value | humanizeDuration }}}} "
             f"(limit {t.latency_seconds}s): records are replicated, but late.",
+            measure=heartbeat_latency_quantile(t.latency_quantile, *config.matchers, window=t.latency_window),
         ),
         AlertRule(
             "SparkmirrorLagHigh",
-            f"{sel(m.FLOW_LAG_SECONDS)} > {t.lag_seconds}",
+            clusters(f"{sel(m.FLOW_LAG_SECONDS)} > {t.lag_seconds}"),
             t.lag_for, "warning",
             "Flow {{ $labels.flow }} is far behind the source",
             "The oldest source record of {{ $labels.flow }} not yet on the target is "
             f"{{{{ $value | humanizeDuration }}}} old (limit {t.lag_seconds}s): losing the source now "
             "would lose that much data.",
+            measure=sel(m.FLOW_LAG_SECONDS),
         ),
         AlertRule(
             "SparkmirrorLagGrowing",
-            f"deriv({sel(m.FLOW_LAG_RECORDS)}[{t.lag_growing_window}]) > 0 "
-            f"and {sel(m.FLOW_LAG_SECONDS)} > {t.lag_growing_min_seconds}",
+            clusters(f"deriv({sel(m.FLOW_LAG_RECORDS)}[{t.lag_growing_window}]) > 0 "
+                     f"and {sel(m.FLOW_LAG_SECONDS)} > {t.lag_growing_min_seconds}"),
             t.lag_growing_for, "warning",
             "Lag of flow {{ $labels.flow }} keeps growing",
             "Records lag of {{ $labels.flow }} grows by {{ $value | humanize }} records/s "
             f"(trend over {t.lag_growing_window}) and the target is more than "
             f"{t.lag_growing_min_seconds}s behind: the source produces faster than the replicator copies.",
+            measure=f"deriv({sel(m.FLOW_LAG_RECORDS)}[{t.lag_growing_window}])",
         ),
         AlertRule(
             "SparkmirrorCheckpointsStale",
-            f"{sel(m.GROUP_CHECKPOINT_AGE)} > {t.checkpoint_age_seconds}",
+            clusters(f"{sel(m.GROUP_CHECKPOINT_AGE)} > {t.checkpoint_age_seconds}"),
             t.checkpoint_for, "warning",
             "Checkpoints of group {{ $labels.group }} on flow {{ $labels.flow }} are stale",
             "Group {{ $labels.group }} commits on the source, but its newest checkpoint on the target for "
             "{{ $labels.flow }} is {{ $value | humanizeDuration }} old "
             f"(limit {t.checkpoint_age_seconds}s): a failover now would re-read everything since.",
+            measure=sel(m.GROUP_CHECKPOINT_AGE),
+        ),
+        AlertRule(
+            "SparkmirrorCheckpointsMissing",
+            clusters(f"{sel(m.GROUP_CHECKPOINT_MISSING)} > 0"),
+            t.checkpoints_missing_for, "warning",
+            "Group {{ $labels.group }} has partitions without a checkpoint on flow {{ $labels.flow }}",
+            "Group {{ $labels.group }} has committed offsets on {{ $value }} source partitions of "
+            "{{ $labels.flow }} for which no checkpoint exists on the target: it cannot fail over there "
+            "(it would start from its auto.offset.reset).",
+            measure=sel(m.GROUP_CHECKPOINT_MISSING),
         ),
         AlertRule(
             "SparkmirrorDataLost",
-            f"increase({sel(m.DATA_LOST_RECORDS)}[{t.data_lost_window}]) > 0",
+            grew(m.DATA_LOST_RECORDS),
             None, "critical",
             "Records of {{ $labels.topic }} were deleted before flow {{ $labels.flow }} copied them",
             "About {{ $value | humanize }} records of {{ $labels.topic }} left the source log (retention "
             f"or deleteRecords) in the last {t.data_lost_window} before {{{{ $labels.flow }}}} replicated "
             "them: the target has a permanent gap.",
+            measure=sel(m.DATA_LOST_RECORDS),
+        ),
+        AlertRule(
+            "SparkmirrorReplicatorRecordsLost",
+            grew(m.REPLICATOR_RECORDS_LOST),
+            None, "critical",
+            "The replicator of flow {{ $labels.flow }} found source records deleted before it copied them",
+            "The replicator of {{ $labels.flow }} reports about {{ $value | humanize }} source records it could "
+            f"not copy in the last {t.data_lost_window} because the source had already deleted them (retention, "
+            "delete-records): the target has a permanent gap; its log names topic, partition and offsets "
+            "(DATA LOSS).",
+            measure=sel(m.REPLICATOR_RECORDS_LOST),
+        ),
+        AlertRule(
+            "SparkmirrorFlowStalled",
+            clusters(f"{stalled} == 1"),
+            t.flow_stalled_for, "critical",
+            "Flow {{ $labels.flow }} is stalled: records to copy, nothing copied",
+            "The monitor rates {{ $labels.flow }} STALL: partitions have records to copy but their replicated "
+            "position has not moved over the monitor's whole window, while heartbeats still arrive. The "
+            "replicator runs but does not copy those partitions (stuck batch, rejected record, ACLs).",
+            measure=stalled,
+        ),
+        AlertRule(
+            "SparkmirrorFlowError",
+            clusters(f"{failed} == 1"),
+            t.flow_error_for, "critical",
+            "Flow {{ $labels.flow }} is in error",
+            "The monitor rates {{ $labels.flow }} ERR: records were deleted on the source before they were "
+            "replicated, or a cluster of the flow is unreachable. /api/status gives the reason per partition.",
+            measure=failed,
+        ),
+        AlertRule(
+            "SparkmirrorOffsetSyncsStale",
+            clusters(f"{sel(m.OFFSET_SYNC_AGE)} > {t.offset_sync_age_seconds} and {sel(m.FLOW_LAG_RECORDS)} > 0"),
+            t.offset_syncs_stale_for, "warning",
+            "Offset-syncs of flow {{ $labels.flow }} stopped while records wait to be copied",
+            "The newest offset-sync of {{ $labels.flow }} is {{ $value | humanizeDuration }} old "
+            f"(limit {t.offset_sync_age_seconds}s) while source records wait to be copied: the replicator "
+            "writes one after every batch that copied records, so nothing was copied, or syncs cannot be "
+            "written; consumer-group offsets cannot be translated past that point.",
+            measure=sel(m.OFFSET_SYNC_AGE),
+        ),
+        AlertRule(
+            "SparkmirrorInternalRecordsUndecodable",
+            grew(m.DECODE_ERRORS),
+            None, "warning",
+            "Undecodable {{ $labels.record_type }} records in {{ $labels.topic }} on {{ $labels.cluster }}",
+            "About {{ $value | humanize }} records of {{ $labels.topic }} on cluster {{ $labels.cluster }} "
+            f"did not decode as {{{{ $labels.record_type }}}} in the last {t.data_lost_window} and were "
+            "skipped: something other than MM2 or sparkmirror writes to an internal topic, or a different "
+            "replication policy names the topics.",
+            measure=sel(m.DECODE_ERRORS),
         ),
         AlertRule(
             "SparkmirrorReplicatorDown",
-            f"{sel(m.REPLICATOR_UP)} == 0",
+            clusters(f"{sel(m.REPLICATOR_UP)} == 0"),
             t.replicator_down_for, "critical",
             "Replicator of flow {{ $labels.flow }} shows no sign of life",
             "The monitor sees neither fresh heartbeats nor offset-sync progress for {{ $labels.flow }}: "
             "the replicator is stopped, crashed or cannot reach a cluster.",
+            measure=sel(m.REPLICATOR_UP),
         ),
         AlertRule(
             "SparkmirrorMonitorDown",
@@ -131,14 +221,18 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             f"{{{{ . }}}}{{{{ end }}}}, or the monitor "
             f"answers but has not evaluated for more than {t.monitor_evaluation_age_seconds}s: replication "
             "is not watched and no other sparkmirror alert can fire.",
+            measure=up,
         ),
         AlertRule(
             "SparkmirrorClusterUnreachable",
-            f"{sel(m.CLUSTER_UP)} == 0",
-            t.cluster_unreachable_for, "critical",
+            unreachable,
+            t.cluster_unreachable_for, "page",
             "Kafka cluster {{ $labels.cluster }} is unreachable from the monitor",
-            "The monitor's requests to cluster {{ $labels.cluster }} fail or time out: its flows' lag and "
-            "heartbeats cannot be measured, and the replicator likely cannot reach it either.",
+            "The monitor's requests to cluster {{ $labels.cluster }} keep failing or timing out: its flows' "
+            "lag and heartbeats cannot be measured, and the replicator likely cannot reach it either. The "
+            "alerts of the flows through it are inhibited while this one fires (their labels source and "
+            "target name the cluster, as this alert's do).",
+            measure=sel(m.CLUSTER_UP),
         ),
     )
 

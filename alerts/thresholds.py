@@ -68,7 +68,10 @@ class Thresholds:
     flow_error_for: str = "2m"
 
     replicator_down_for: str = "2m"
-    cluster_unreachable_for: str = "2m"
+    #: Shorter than heartbeats_stopped_for on purpose: when a cluster goes away, its alert must be
+    #: firing before the alerts of the flows through it, which it inhibits (alerts/alertmanager.yml).
+    #: The monitor itself only reports a cluster down after consecutive failed refreshes.
+    cluster_unreachable_for: str = "30s"
 
     #: The monitor is down when Prometheus cannot scrape it, or when it answers but its
     #: last evaluation is older than this (stuck event loop, every cluster timing out).

@@ -85,15 +85,21 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
     grid.add(ui.timeseries(
         "Replicator throughput", q.replicator_throughput(),
-        "Records, key+value bytes and batches the replicator wrote per second (its own count, replays "
-        "included).", "short"), w=8, h=8)
+        "Records the replicator wrote per second (its own count, replays included), and source records "
+        "it found deleted before it could copy them.", ui.RECORDS_PER_SECOND), w=8, h=8)
     grid.add(ui.timeseries(
-        "Newest batch latency and partitions", q.replicator_batch_latency(),
-        "Largest target-ack minus source-timestamp in the newest batch, and the source partitions "
-        "the streaming query reads.", "short"), w=8, h=8)
+        "Replicator bytes written", q.replicator_bytes(),
+        "Key and value bytes the replicator wrote to the target per second.", "Bps"), w=8, h=8)
     grid.add(ui.timeseries(
-        "Internal records written", q.replicator_writes(),
-        "Offset-syncs and heartbeats the replicator wrote per second.", "short"), w=8, h=8)
+        "Newest batch latency", q.replicator_batch_latency(),
+        "Largest target-ack minus source-timestamp in the newest non-empty batch.", ui.SECONDS,
+        legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Partitions read", q.replicator_partitions(),
+        "Source partitions the flow's streaming query reads.", "short"), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Batches and internal records written", q.replicator_writes(),
+        "Micro-batches, offset-syncs and heartbeats the replicator wrote per second.", "short"), w=8, h=8)
     grid.add(ui.timeseries(
         "Heartbeats and offset-syncs", q.replicator_activity(),
         "Internal records the monitor reads per second: heartbeats should arrive at the emit interval.",

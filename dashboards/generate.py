@@ -36,6 +36,13 @@ def _modern(model: dict) -> dict:
     """Drop what grafanalib still writes but the declared schemaVersion no longer has."""
     model.pop("rows", None)  # legacy rows: panels and row panels replace them
     model["timepicker"].pop("time_options", None)  # removed by Grafana's schema v41 migration
+    for panel in _panels(model["panels"]):
+        # grafanalib's legacy defaults: 100 points per panel and a step of twice the pixel interval
+        # make $__rate_interval minutes long on short ranges, flattening rates and hiding spikes.
+        # Without them Grafana sizes the step to the panel's width and the scrape interval.
+        panel.pop("maxDataPoints", None)
+        for target in panel.get("targets") or []:
+            target.pop("intervalFactor", None)
     return model
 
 

@@ -194,19 +194,25 @@ def replicator_batch_duration() -> list[Query]:
 def replicator_throughput() -> list[Query]:
     return [
         Query(rate(m.REPLICATOR_RECORDS, FLOW), "{{flow}} records/s"),
-        Query(rate(m.REPLICATOR_BYTES, FLOW), "{{flow}} bytes/s"),
-        Query(rate(m.REPLICATOR_BATCHES, FLOW), "{{flow}} batches/s"),
         Query(rate(m.REPLICATOR_RECORDS_LOST, FLOW), "{{flow}} records lost/s (deleted on the source first)"),
     ]
 
 
-def replicator_batch_latency() -> list[Query]:
-    return [Query(sel(m.REPLICATOR_LATENCY_MAX, FLOW), "{{flow}} max latency"),
-            Query(sel(m.REPLICATOR_PARTITIONS, FLOW), "{{flow}} partitions read")]
+def replicator_bytes() -> Query:
+    return Query(rate(m.REPLICATOR_BYTES, FLOW), "{{flow}}")
+
+
+def replicator_batch_latency() -> Query:
+    return Query(sel(m.REPLICATOR_LATENCY_MAX, FLOW), "{{flow}} max latency")
+
+
+def replicator_partitions() -> Query:
+    return Query(sel(m.REPLICATOR_PARTITIONS, FLOW), "{{flow}}")
 
 
 def replicator_writes() -> list[Query]:
-    return [Query(rate(m.REPLICATOR_OFFSET_SYNCS, FLOW), "{{flow}} offset-syncs written/s"),
+    return [Query(rate(m.REPLICATOR_BATCHES, FLOW), "{{flow}} batches/s"),
+            Query(rate(m.REPLICATOR_OFFSET_SYNCS, FLOW), "{{flow}} offset-syncs written/s"),
             Query(rate(m.REPLICATOR_HEARTBEATS_SENT, FLOW), "{{flow}} heartbeats written/s")]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from monitor.metrics import GRANULARITIES
+from monitor.metrics import GRANULARITIES, SERIES_MODES
 from monitor.watch import DEFAULT_LISTEN, MonitorOptions, parse_listen
 from replicator.errors import ConfigError
 
@@ -69,6 +69,10 @@ def register(subparsers) -> None:
     p.add_argument("--granularity", choices=GRANULARITIES, default="partition",
                    help="finest metric labels: per flow, per topic, or per partition (default); "
                         "/api/status always has partitions")
+    p.add_argument("--series", choices=SERIES_MODES, default="all",
+                   help="per-partition series at --granularity partition: every partition (default), none "
+                        "(topic-level series only), or only partitions that are not OK and group partitions "
+                        "whose checkpoint is not current (a cardinality budget: docs/alerts.md)")
     p.add_argument("--topics", type=_regex_list, default=[".*"], metavar="REGEX[,REGEX...]",
                    help="watch only these source topics (on top of each flow's own filter; default all)")
     p.add_argument("--topics-exclude", type=_regex_list, default=[], metavar="REGEX[,REGEX...]",
@@ -102,6 +106,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     return MonitorOptions(
         host=host, port=port, interval=args.interval, groups_interval=args.groups_interval,
         metadata_interval=args.metadata_interval, timeout=args.timeout, granularity=args.granularity,
+        series=args.series,
         window=args.window, heartbeat_timeout=args.heartbeat_timeout, checkpoint_timeout=args.checkpoint_timeout,
         probe_lag_seconds=args.probe,
         topic_filter=TopicFilter(args.topics, args.topics_exclude),

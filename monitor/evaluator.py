@@ -31,6 +31,7 @@ class EvaluatorSettings:
     checkpoint_timeout: float | None = None  # default 2 x checkpoint interval + groups_interval
     groups_interval: float = 30.0
     granularity: str = "partition"
+    series: str = "all"  # per-partition series: all | topic | not-ok (monitor.metrics.SERIES_MODES)
 
 
 @dataclass
@@ -146,6 +147,7 @@ class Evaluation:
     decode_errors: dict[tuple[str, str, str], int]
     granularity: str = "partition"
     duration_seconds: float = 0.0
+    series: str = "all"
     extra: dict = field(default_factory=dict)
 
 
@@ -153,7 +155,7 @@ def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = Eval
     flows = [_flow(state, fs, now, settings) for fs in state.flows.values()]
     clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
     return Evaluation(now, state.started_at, worst(f.status for f in flows), flows, clusters,
-                      dict(state.decode_errors), settings.granularity)
+                      dict(state.decode_errors), settings.granularity, series=settings.series)
 
 
 # --- partitions ----------------------------------------------------------------

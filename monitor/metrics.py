@@ -38,6 +38,12 @@ STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 #: Granularity levels, coarsest first (``--granularity``).
 GRANULARITIES: tuple[str, ...] = ("flow", "topic", "partition")
 
+#: Which per-partition series the monitor exports at ``--granularity partition`` (``--series``):
+#: every partition (and group x partition), none (topic-level only, as ``--granularity topic``),
+#: or only partitions not OK and group partitions whose checkpoint is not current. The budget at
+#: 10k partitions x 20 groups is in docs/alerts.md (``python -m monitor.cardinality``).
+SERIES_MODES: tuple[str, ...] = ("all", "topic", "not-ok")
+
 #: Heartbeat latency buckets (seconds): replication of a heartbeat takes from a
 #: few ms on an idle pair to minutes when the replicator is far behind.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -121,9 +127,26 @@ HEARTBEAT_LATENCY = _m(
     "Time from a heartbeat's timestamp (written on the source) to its append on the target "
     "(LogAppendTime, else the moment the monitor, tailing the topic, received it).",
     buckets=LATENCY_BUCKETS)
+FLOW_INFO = _m(
+    "flow_info", "gauge", "", ("flow", "source", "target"),
+    "Always 1; the flow's source and target cluster aliases. Alert rules join it to give flow alerts "
+    "source and target labels, so an unreachable cluster inhibits the alerts of the flows through it.")
+HEARTBEATS_EXPECTED = _m(
+    "heartbeats_expected", "gauge", "", F,
+    "1 if heartbeats are expected for the flow (emit.heartbeats.enabled, the default), 0 if they are "
+    "switched off: heartbeat alerts apply only where this is 1.")
+HEARTBEAT_TIMEOUT = _m(
+    "heartbeat_timeout_seconds", "gauge", "seconds", F,
+    "Heartbeat age above which the monitor calls the flow stopped: 2 x the flow's "
+    "emit.heartbeats.interval.seconds, or the monitor's --heartbeat-timeout.")
+HEARTBEAT_SEEN = _m(
+    "heartbeat_seen", "gauge", "", F,
+    "1 once the monitor has read a heartbeat of the flow, 0 while it has seen none (then the heartbeat "
+    "age counts from the monitor's start: the newest heartbeat, if any, is at least that old).")
 HEARTBEAT_AGE = _m(
     "heartbeat_age_seconds", "gauge", "seconds", F,
-    "Now minus the timestamp of the newest heartbeat seen in <source>.heartbeats on the target.")
+    "Now minus the timestamp of the newest heartbeat seen in <source>.heartbeats on the target; while "
+    "none was seen (sparkmirror_heartbeat_seen 0), seconds since the monitor started watching the flow.")
 HEARTBEAT_LAST_TIMESTAMP = _m(
     "heartbeat_last_timestamp_seconds", "gauge", "seconds", F,
     "Timestamp of the newest heartbeat seen on the target (epoch seconds).")
@@ -243,7 +266,8 @@ REPLICATOR_OFFSET_SYNCS = _m(
     "Offset-sync records the replicator wrote.", level="replicator")
 REPLICATOR_HEARTBEATS_SENT = _m(
     "replicator_heartbeats_sent_total", "counter", "", F,
-    "Heartbeats the replicator wrote for the cluster pair (flow label: source->target of the pair).",
+    "Heartbeats the replicator wrote (on the source cluster of the flow label: they are the heartbeats that "
+    "flow carries to its target, the monitor's sparkmirror_heartbeats_total of the same flow).",
     level="replicator")
 REPLICATOR_BATCH_DURATION = _m(
     "replicator_batch_duration_seconds", "histogram", "seconds", F,

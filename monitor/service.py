@@ -61,7 +61,7 @@ class MonitorService:
         self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
                                           checkpoint_timeout=options.checkpoint_timeout,
                                           groups_interval=options.groups_interval,
-                                          granularity=options.granularity)
+                                          granularity=options.granularity, series=options.series)
         self._evaluation: Evaluation | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)

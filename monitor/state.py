@@ -34,6 +34,16 @@ class ClusterHealth:
     last_ok_at: float | None = None
     last_error_at: float | None = None
     errors_total: int = 0
+    failures: int = 0  # consecutive failed requests since the last one that succeeded
+    failing_since: float | None = None  # when the first of those failed
+
+
+#: A cluster that answered is reported down only once this many requests in a row failed over at
+#: least ``DOWN_AFTER_SECONDS``: one slow broker failing one of several concurrent requests, or
+#: one refresh timing out, must not flip ``sparkmirror_cluster_up`` (and page) and flip it back
+#: on the next refresh. A cluster never reached yet is down at its first failure.
+DOWN_AFTER_FAILURES = 3
+DOWN_AFTER_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -154,11 +164,24 @@ class MonitorState:
     def cluster_ok(self, alias: str) -> None:
         health = self.clusters[alias]
         health.up, health.error, health.last_ok_at = True, None, self.clock()
+        health.failures, health.failing_since = 0, None
 
-    def cluster_failed(self, alias: str, error: str) -> None:
+    def cluster_failed(self, alias: str, error: str) -> bool:
+        """Count a failed request; True if it made the cluster down (see ``DOWN_AFTER_FAILURES``)."""
         health = self.clusters[alias]
-        health.up, health.error, health.last_error_at = False, error, self.clock()
+        now = self.clock()
+        health.error, health.last_error_at = error, now
         health.errors_total += 1
+        health.failures += 1
+        if health.failing_since is None:
+            health.failing_since = now
+        if health.up is False:
+            return False
+        if health.up is None or (health.failures >= DOWN_AFTER_FAILURES
+                                 and now - health.failing_since >= DOWN_AFTER_SECONDS):
+            health.up = False
+            return True
+        return False
 
     def decode_error(self, cluster: str, topic: str, record_type: str) -> bool:
         """Count one undecodable record; True if it is the first for this topic (log it)."""

@@ -33,6 +33,7 @@ class MonitorOptions:
     metadata_interval: float = 30.0  # topic/partition discovery
     timeout: float = 10.0            # one request to one cluster
     granularity: str = "partition"
+    series: str = "all"              # per-partition series: all | topic | not-ok
     window: int = 10                 # samples per partition for trend rules (Burrow's window)
     heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds
     checkpoint_timeout: float | None = None  # default: 2 x emit.checkpoints.interval.seconds + groups_interval

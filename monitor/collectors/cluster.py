@@ -90,9 +90,7 @@ class ClusterClient:
             raise
         except Exception as exc:
             message = describe(exc)
-            was_up = self.state.clusters[self.alias].up
-            self.state.cluster_failed(self.alias, message)
-            if was_up is not False:
+            if self.state.cluster_failed(self.alias, message):
                 log.warning("cluster %s unreachable: %s", self.alias, message)
             raise ClusterUnavailable(message) from exc
         if self.state.clusters[self.alias].up is False:

@@ -2,9 +2,10 @@
 
 ``samples(evaluation)`` yields ``(spec, labels, value)`` for every gauge and
 counter of monitor.metrics that the granularity enables; histograms are
-exported from ``histogram(flow)``. Unknown values (no heartbeat yet, a
-position that cannot be computed) are left out rather than exported as 0 or
-NaN, so ``absent()`` and "no data" mean what they say.
+exported from ``histogram(flow)``. Unknown lag (a position that cannot be
+computed) is left out rather than exported as 0 or NaN; heartbeats, which
+the page rests on, are explicit from start-up instead: ``heartbeat_seen`` 0
+says none was seen yet, and the age then counts from the monitor's start.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ def served_specs(granularity: str) -> list[m.MetricSpec]:
 
 def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
     g = ev.granularity
-    topic_level, partition_level = g != "flow", g == "partition"
+    topic_level = g != "flow"
+    # per-partition series: every one, none (--series topic) or only those not OK (--series not-ok)
+    partition_level = g == "partition" and ev.series != "topic"
+    only_not_ok = ev.series == "not-ok"
     for c in ev.clusters:
         if c.up is not None:
             yield m.CLUSTER_UP, (c.alias,), 1.0 if c.up else 0.0
         yield m.CLUSTER_ERRORS, (c.alias,), float(c.errors_total)
     for f in ev.flows:
-        yield from _flow(f, topic_level, partition_level)
+        yield from _flow(f, topic_level, partition_level, ev.generated_at - ev.started_at, only_not_ok)
     for (cluster, topic, record_type), count in sorted(ev.decode_errors.items()):
         yield m.DECODE_ERRORS, (cluster, topic, record_type), float(count)
     yield m.EVALUATION_DURATION, (), ev.duration_seconds
@@ -42,15 +46,23 @@ def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
     yield m.MONITOR_INFO, (version, g), 1.0
 
 
-def _flow(f: FlowResult, topic_level: bool, partition_level: bool) -> Iterator[Sample]:
+def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_seconds: float,
+          only_not_ok: bool = False) -> Iterator[Sample]:
     fl = (f.name,)
+    yield m.FLOW_INFO, (f.name, f.source, f.target), 1.0
     for status in m.STATUSES:
         yield m.FLOW_STATUS, (f.name, status), 1.0 if f.status == status else 0.0
         yield m.FLOW_PARTITIONS, (f.name, status), float(f.partitions_by_status.get(status, 0))
     yield m.REPLICATOR_UP, fl, 1.0 if f.replicator_up else 0.0
     hb = f.heartbeat
-    if hb.age_seconds is not None:
-        yield m.HEARTBEAT_AGE, fl, hb.age_seconds
+    # What the monitor expects of the flow's heartbeats, from start-up on: a rule can then page
+    # for a flow whose replicator never started (no heartbeat ever) and stay quiet for a flow
+    # with heartbeats switched off, without relying on a series being absent.
+    yield m.HEARTBEATS_EXPECTED, fl, 1.0 if hb.expected else 0.0
+    yield m.HEARTBEAT_TIMEOUT, fl, float(hb.timeout_seconds)
+    yield m.HEARTBEAT_SEEN, fl, 0.0 if hb.age_seconds is None else 1.0
+    yield m.HEARTBEAT_AGE, fl, max(0.0, watched_seconds) if hb.age_seconds is None else hb.age_seconds
+    if hb.last_timestamp_ms is not None:
         yield m.HEARTBEAT_LAST_TIMESTAMP, fl, hb.last_timestamp_ms / 1000.0
     yield m.HEARTBEATS, fl, float(hb.received_total)
     if f.offset_sync_age_seconds is not None:
@@ -75,6 +87,8 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool) -> Iterator[S
                 yield m.TOPIC_LAG_SECONDS, labels, t.lag_seconds
     if partition_level:
         for p in f.partitions:
+            if only_not_ok and p.status == "OK":
+                continue
             labels = (f.name, p.topic, str(p.partition))
             yield m.PARTITION_STATUS_CODE, labels, float(m.STATUS_CODES[p.status])
             if p.lag_records is not None:
@@ -88,6 +102,8 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool) -> Iterator[S
         yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
         if partition_level:
             for gp in grp.partitions:
+                if only_not_ok and gp.state == "ok" and not gp.lag_records:
+                    continue
                 gl = (f.name, grp.group, gp.topic, str(gp.partition))
                 if gp.age_seconds is not None:
                     yield m.CHECKPOINT_AGE, gl, gp.age_seconds

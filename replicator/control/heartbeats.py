@@ -39,7 +39,9 @@ class HeartbeatEmitter:
 
     def emit_once(self) -> None:
         hb = Heartbeat(self.flow.source, self.flow.target, int(time.time() * 1000))
-        sent_metric = metrics().heartbeats.labels(f"{self.flow.source}->{self.flow.target}")
+        # Written to the heartbeats topic of this pair's target, they are what the reverse flow
+        # (target->source) copies back: label them with that flow, the monitor's flow label.
+        sent_metric = metrics().heartbeats.labels(f"{self.flow.target}->{self.flow.source}")
 
         def on_delivery(err, msg):
             if err is None:

@@ -212,7 +212,7 @@ class FlowReplicator:
             .foreachBatch(handler)
             .start()
         )
-        metrics().partitions.labels(self.name).set(sum(self.assignment.values()))
+        metrics().started(self.name, sum(self.assignment.values()))
         log.info("flow %s: streaming %d topics (%d partitions) -> %s, checkpoint %s", self.name,
                  len(self.assignment), sum(self.assignment.values()), self.flow.target, self.checkpoint_dir)
         if self.flow.exactly_once:

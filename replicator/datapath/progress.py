@@ -146,6 +146,12 @@ class ReplicatorMetrics:
         self.last_batch.labels(flow).set(finished_at)
 
 
+    def started(self, flow: str, partitions: int) -> None:
+        """The flow's query runs: its partitions, and its loss counter exported at 0 from now on, so
+        that the first loss is an increase Prometheus sees (a series born above 0 is not one)."""
+        self.partitions.labels(flow).set(partitions)
+        self.records_lost.labels(flow)
+
     def lost(self, flow: str, records: int) -> None:
         self.records_lost.labels(flow).inc(records)
 

@@ -24,8 +24,10 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
@@ -40,8 +42,15 @@ from tests.support.prometheus import AlertmanagerServer, PrometheusServer, Webho
 
 HEALTHY, BROKEN = "primary->dr", "broken->dr"
 PAGE = "SparkmirrorHeartbeatsStopped"
+CLUSTER_ALERT = "SparkmirrorClusterUnreachable"
+#: Alerts of the broken flow the inhibition test waits for (their `for` shortened to seconds here).
+INHIBITED = frozenset({"SparkmirrorHeartbeatsStopped", "SparkmirrorReplicatorDown", "SparkmirrorFlowError",
+                       "SparkmirrorFlowStalled", "SparkmirrorOffsetSyncsStale"})
+ALERTMANAGER_CONFIG = Path(__file__).resolve().parents[2] / "alerts" / "alertmanager.yml"
 PAGE_FOR_SECONDS = 5
-HEARTBEAT_AGE_LIMIT = 30  # the page's heartbeat age limit in the rule file
+HEARTBEAT_TIMEOUT = 30  # the fake flows' sparkmirror_heartbeat_timeout_seconds
+#: Shortened like the page's: the cluster alert must fire to inhibit the broken flow's alerts.
+CLUSTER_FOR_SECONDS = 1
 SCRAPE_SECONDS = EVALUATION_SECONDS = 1
 GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
 
@@ -57,7 +66,10 @@ class FakeMonitor:
         "flow": (HEALTHY, BROKEN), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
+        "source": ("primary", "broken"), "target": ("dr",),
     }
+    #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
+    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr")}
 
     def __init__(self) -> None:
         self.started = time.time()
@@ -77,6 +89,8 @@ class FakeMonitor:
         for spec in m.ALL:
             family = _family(spec)
             for labels in _combinations(spec.labels, self.LABELS):
+                if spec is m.FLOW_INFO and self.CLUSTERS[labels["flow"]] != (labels["source"], labels["target"]):
+                    continue
                 broken = labels.get("flow") == BROKEN or labels.get("cluster") == "broken"
                 values = list(labels.values())
                 if spec.kind == "histogram":
@@ -90,16 +104,21 @@ class FakeMonitor:
     def _value(self, spec, labels, broken: bool, now: float, t: float) -> float:
         with self.lock:
             age = 1000.0 if broken else self.heartbeat_age.get(labels.get("flow"), 1.0)
-        status = "STOP" if broken else "OK"
+        # the broken flow is in every bad status at once, so that every status rule has its condition
+        bad = labels.get("status") in ("STALL", "STOP", "ERR")
         table = {
+            m.FLOW_INFO: 1.0,
             m.CLUSTER_UP: 0.0 if broken else 1.0,
             m.CLUSTER_ERRORS: 2 * t if broken else 0.0,
-            m.FLOW_STATUS: float(labels.get("status") == status),
-            m.FLOW_PARTITIONS: 3.0 if labels.get("status") == status else 0.0,
+            m.FLOW_STATUS: float(bad if broken else labels.get("status") == "OK"),
+            m.FLOW_PARTITIONS: 3.0 if (bad if broken else labels.get("status") == "OK") else 0.0,
             m.REPLICATOR_UP: 0.0 if broken else 1.0,
             m.HEARTBEAT_AGE: age,
+            m.HEARTBEAT_SEEN: 1.0,
+            m.HEARTBEATS_EXPECTED: 1.0,
+            m.HEARTBEAT_TIMEOUT: float(HEARTBEAT_TIMEOUT),
             m.HEARTBEAT_LAST_TIMESTAMP: now - age,
-            m.OFFSET_SYNC_AGE: 600.0 if broken else 2.0,
+            m.OFFSET_SYNC_AGE: 6000.0 if broken else 2.0,
             m.FLOW_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
             m.TOPIC_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
             m.PARTITION_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
@@ -107,7 +126,9 @@ class FakeMonitor:
             m.TOPIC_LAG_SECONDS: 1000.0 if broken else 0.5,
             m.PARTITION_LAG_SECONDS: 1000.0 if broken else 0.5,
             m.DATA_LOST_RECORDS: 5 * t if broken else 0.0,
-            m.PARTITION_STATUS_CODE: float(m.STATUS_CODES[status]),
+            m.REPLICATOR_RECORDS_LOST: 5 * t if broken else 0.0,
+            m.DECODE_ERRORS: 2 * t if broken else 0.0,
+            m.PARTITION_STATUS_CODE: float(m.STATUS_CODES["ERR" if broken else "OK"]),
             m.CHECKPOINT_AGE: 5000.0 if broken else 5.0,
             m.CHECKPOINT_LAG: 100.0 if broken else 0.0,
             m.GROUP_CHECKPOINT_AGE: 5000.0 if broken else 0.0,
@@ -149,10 +170,15 @@ def stack(tmp_path_factory):
     exporter_port = free_port()
     server, _thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
     dead_monitor = f"127.0.0.1:{free_port()}"  # a monitor target nobody listens on: MonitorDown
-    rules = write_rules(base / "rules.yml", for_overrides={PAGE: f"{PAGE_FOR_SECONDS}s"})
+    rules = write_rules(base / "rules.yml", for_overrides={
+        PAGE: f"{PAGE_FOR_SECONDS}s", CLUSTER_ALERT: f"{CLUSTER_FOR_SECONDS}s",
+        **{name: "2s" for name in INHIBITED if name != PAGE}})
     webhook = WebhookReceiver().start()
+    committed = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
     alertmanager = AlertmanagerServer(base / "alertmanager", webhook.url, group_wait=f"{GROUP_WAIT_SECONDS}s",
-                                      group_interval=f"{GROUP_INTERVAL_SECONDS}s")
+                                      group_interval=f"{GROUP_INTERVAL_SECONDS}s",
+                                      group_by=tuple(committed["route"]["group_by"]),
+                                      inhibit_rules=committed["inhibit_rules"])
     prometheus = PrometheusServer(
         base / "prometheus", {MONITOR_JOB: [f"127.0.0.1:{exporter_port}", dead_monitor]}, [rules],
         alertmanager=alertmanager.url, scrape_interval=f"{SCRAPE_SECONDS}s",
@@ -180,7 +206,7 @@ def test_every_dashboard_expression_parses_and_returns_data(stack):
     assert not empty, "dashboard expressions without data:\n" + "\n".join(empty)
     health = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(
         queries.instantiate(queries.flow_status_code().expr))}
-    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["STOP"]}
+    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"]}
 
 
 def test_every_template_variable_lists_values(stack):
@@ -222,7 +248,7 @@ def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artif
         return lambda n: any(a["status"] == status for a in n.alerts(alertname=PAGE, flow=HEALTHY))
 
     induced = time.monotonic()
-    stack.fake.set_heartbeat_age(HEALTHY, 10 * HEARTBEAT_AGE_LIMIT)
+    stack.fake.set_heartbeat_age(HEALTHY, 10 * HEARTBEAT_TIMEOUT)
     fired = webhook.wait_for(page("firing"), timeout=60, after=induced)
     assert fired is not None, f"no firing page within 60 s; alertmanager log:\n{stack.alertmanager.log_tail()}"
     detection = fired.received_monotonic - induced
@@ -250,3 +276,31 @@ def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artif
     assert detection >= PAGE_FOR_SECONDS
     assert detection <= PAGE_FOR_SECONDS + SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 5
     assert resolution <= SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_INTERVAL_SECONDS + 5
+
+
+def test_an_unreachable_cluster_pages_once_and_inhibits_the_alerts_of_its_flows(stack):
+    """The committed Alertmanager config: cluster ``broken`` is down, every alert of the flow from it
+    (labels source/target from sparkmirror_flow_info) is suppressed by the cluster's alert and never
+    notified; the data-loss alerts are not (the gap is real); the healthy flow is untouched."""
+    flow_alerts = INHIBITED
+    deadline = time.monotonic() + 60
+    while True:
+        alerts = stack.alertmanager.alerts()
+        broken = {a["labels"]["alertname"]: a for a in alerts if a["labels"].get("flow") == BROKEN}
+        cluster = [a for a in alerts if a["labels"]["alertname"] == CLUSTER_ALERT
+                   and a["labels"]["cluster"] == "broken"]
+        if cluster and flow_alerts <= set(broken) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert cluster and cluster[0]["status"]["state"] == "active", alerts
+    assert flow_alerts <= set(broken), f"not sent by Prometheus: {flow_alerts - set(broken)}"
+    for name in flow_alerts:
+        alert = broken[name]
+        assert alert["labels"]["source"] == "broken" and alert["labels"]["target"] == "dr"
+        assert alert["status"]["state"] == "suppressed" and alert["status"]["inhibitedBy"], f"{name}: {alert}"
+    assert broken["SparkmirrorDataLost"]["status"]["state"] == "active"
+    time.sleep(2 * GROUP_WAIT_SECONDS + 1)
+    notified = {(a["labels"]["alertname"], a["labels"].get("flow")) for n in stack.webhook.notifications
+                for a in n.alerts() if a["status"] == "firing"}
+    assert (CLUSTER_ALERT, None) in notified
+    assert not {(name, BROKEN) for name in flow_alerts} & notified, notified

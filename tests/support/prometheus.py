@@ -211,7 +211,9 @@ class AlertmanagerServer(_Process):
     name = "alertmanager"
 
     def __init__(self, workdir: Path, webhook_url: str, group_by: tuple[str, ...] = ("alertname", "flow"),
-                 group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h") -> None:
+                 group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h",
+                 inhibit_rules: list[dict] | None = None) -> None:
+        """``inhibit_rules``: e.g. those of the committed alerts/alertmanager.yml."""
         super().__init__(workdir)
         self.config_path = workdir / "alertmanager.yml"
         self.config_path.write_text(yaml.safe_dump({
@@ -219,8 +221,15 @@ class AlertmanagerServer(_Process):
                 "receiver": "webhook", "group_by": list(group_by), "group_wait": group_wait,
                 "group_interval": group_interval, "repeat_interval": repeat_interval,
             },
+            "inhibit_rules": inhibit_rules or [],
             "receivers": [{"name": "webhook", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
         }, sort_keys=False))
+
+    def alerts(self) -> list[dict]:
+        """Alertmanager's alerts (API v2), with their status: ``state`` active or suppressed, and
+        ``inhibitedBy``."""
+        with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=10) as response:
+            return json.loads(response.read())
 
     def command(self) -> list[str]:
         return [

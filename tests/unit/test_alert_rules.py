@@ -37,6 +37,12 @@ REQUIRED = {
     "replicator down": "SparkmirrorReplicatorDown",
     "monitor down": "SparkmirrorMonitorDown",
     "cluster unreachable": "SparkmirrorClusterUnreachable",
+    "flow in STALL": "SparkmirrorFlowStalled",
+    "flow in ERR": "SparkmirrorFlowError",
+    "partitions with no checkpoint": "SparkmirrorCheckpointsMissing",
+    "undecodable records in internal topics": "SparkmirrorInternalRecordsUndecodable",
+    "stale offset-syncs": "SparkmirrorOffsetSyncsStale",
+    "records the replicator reports lost": "SparkmirrorReplicatorRecordsLost",
 }
 
 
@@ -97,7 +103,7 @@ def test_every_rule_has_severity_summary_description_and_runbook():
         body = next(s for s in sections if s.startswith(name))
         assert "Check:" in body and "Do:" in body, f"runbook of {name} must say what to check and do"
     pages = [r["alert"] for r in _committed_rules() if r["labels"]["severity"] == "page"]
-    assert pages == ["SparkmirrorHeartbeatsStopped"]
+    assert pages == ["SparkmirrorHeartbeatsStopped", "SparkmirrorClusterUnreachable"]
 
 
 def test_rules_and_their_tests_use_only_metric_names_from_the_specs():
@@ -160,7 +166,7 @@ def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
     assert {r["annotations"]["runbook_url"].split("#")[0] for r in rendered.values()} == \
         {"https://wiki.example.org/sm/runbooks.md"}
     lag = rendered["SparkmirrorLagHigh"]
-    assert lag["expr"] == 'sparkmirror_flow_lag_seconds{env="prod"} > 900' and lag["for"] == "20m"
+    assert lag["expr"].startswith('(sparkmirror_flow_lag_seconds{env="prod"} > 900)') and lag["for"] == "20m"
     assert 'up{job="sm-monitor"}' in rendered["SparkmirrorMonitorDown"]["expr"]
     assert all('{env="prod"' in n or 'env="prod",' in n
                for r in rendered.values() for n in re.findall(r"sparkmirror_\w+\{[^}]*\}", r["expr"]))
@@ -205,3 +211,31 @@ def test_a_missing_promtool_fails_the_test_instead_of_skipping(monkeypatch):
     monkeypatch.setattr(support.os, "access", lambda path, mode: False)
     with pytest.raises(pytest.fail.Exception, match="promtool not found.*install-system-deps.sh"):
         require_binary("promtool")
+
+
+def test_the_cluster_alert_inhibits_every_alert_that_carries_the_flows_clusters():
+    """Every rule joined with the flow's source/target labels is a target of both inhibit rules of
+    SparkmirrorClusterUnreachable in alerts/alertmanager.yml (equal: [source] and [target])."""
+    config = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
+    joined = {r.name for r in rules.RULES if "group_left(source, target)" in r.expr}
+    assert len(joined) >= 10
+    by_side = {}
+    for rule in config["inhibit_rules"]:
+        if rule["source_matchers"] == ['alertname="SparkmirrorClusterUnreachable"']:
+            (matcher,) = rule["target_matchers"]
+            names = set(re.fullmatch(r'alertname=~"(.+)"', matcher).group(1).split("|"))
+            by_side[tuple(rule["equal"])] = names
+    assert set(by_side) == {("source",), ("target",)}
+    assert by_side[("source",)] == by_side[("target",)] == joined
+    cluster = rules.BY_NAME["SparkmirrorClusterUnreachable"].expr
+    assert '"source", "$1", "cluster"' in cluster and '"target", "$1", "cluster"' in cluster
+    lost = {"SparkmirrorDataLost", "SparkmirrorReplicatorRecordsLost"}
+    assert not lost & {n for r in config["inhibit_rules"] for m in r["target_matchers"]
+                       for n in re.findall(r"Sparkmirror\w+", m)}, "data loss is never inhibited"
+
+
+def test_every_rule_names_its_measured_quantity():
+    """``measure`` (the value without the threshold) is what the live test evaluates for conditions
+    it does not induce; it must be a part of the rule's own expression."""
+    for rule in rules.RULES:
+        assert rule.measure and rule.measure in rule.expr, rule.name

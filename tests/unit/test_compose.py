@@ -16,7 +16,7 @@ import yaml
 
 from alerts import generate as alerts_generate
 from alerts import rules
-from alerts.config import MONITOR_JOB
+from alerts.config import MONITOR_JOB, REPLICATOR_JOB
 from dashboards import generate as dashboards_generate
 from replicator.devenv.artifacts import KAFKA_VERSION
 from replicator.model.config import parse_config
@@ -111,6 +111,17 @@ def test_prometheus_loads_the_generated_rules_and_scrapes_the_monitor_under_the_
     listen = SERVICES["monitor"]["command"][SERVICES["monitor"]["command"].index("--listen") + 1]
     assert jobs[MONITOR_JOB]["static_configs"][0]["targets"] == [f"monitor:{listen.rsplit(':', 1)[1]}"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+
+
+def test_prometheus_scrapes_the_replicators_own_metrics_where_it_listens():
+    """The drill-down's replicator row and SparkmirrorReplicatorRecordsLost need the replicator's /metrics;
+    it must listen beyond the container's loopback for Prometheus to reach it."""
+    config = yaml.safe_load(_mount("prometheus", "/etc/prometheus/prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    command = SERVICES["replicator"]["command"]
+    listen = command[command.index("--metrics-listen") + 1]
+    assert listen.startswith("0.0.0.0:")
+    assert jobs[REPLICATOR_JOB]["static_configs"][0]["targets"] == [f"replicator:{listen.rsplit(':', 1)[1]}"]
 
 
 def test_promtool_accepts_the_prometheus_config_with_the_rules(tmp_path):

@@ -184,3 +184,22 @@ def test_status_mappings_name_every_status_code():
     mapping = layout.status_mappings()[0]["options"]
     assert {int(code): option["text"] for code, option in mapping.items()} == \
         {code: status for status, code in m.STATUS_CODES.items()}
+
+
+def test_no_legacy_step_defaults_that_distort_rates():
+    """grafanalib writes maxDataPoints 100 and intervalFactor 2: on a 15-minute range that is a 9 s
+    minimum step doubled, so $__rate_interval spans minutes and short spikes vanish."""
+    for model in MODELS.values():
+        for panel in _panels(model):
+            assert "maxDataPoints" not in panel, panel["title"]
+            for target in panel.get("targets") or []:
+                assert target.get("intervalFactor", 1) == 1, panel["title"]
+
+
+def test_no_panel_mixes_seconds_with_counts_or_records_with_bytes_on_one_axis():
+    for model in MODELS.values():
+        for panel in _panels(model):
+            names = {n for t in panel.get("targets") or [] for n in _metric_names(t["expr"])}
+            units = {m.BY_NAME[n].unit for n in names}
+            assert len(units - {""}) <= 1, f"{panel['title']}: {units}"
+            assert "seconds" not in units or units == {"seconds"}, f"{panel['title']}: {units}"

@@ -297,3 +297,32 @@ def test_a_partition_that_failed_alone_keeps_its_figures_and_unwatched_ones_go()
     assert parts[("orders", 0)].source_end == 10 and parts[("orders", 1)].source_end == 6
     state.record_offsets(FLOW, [OffsetsRow("orders", 1, "a.orders", 0, 6, 6, (4, 4))], at=clock.now)
     assert list(parts) == [("orders", 1)]
+
+
+def test_one_failed_request_among_successes_does_not_flip_cluster_up():
+    """One slow broker failing one of several calls must not make sparkmirror_cluster_up 0 (and page)
+    until the next refresh: a cluster that answered is down only after consecutive failures over time."""
+    from monitor.state import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
+
+    state, clock = make_state()
+    state.cluster_ok("b")
+    for _ in range(5):  # every refresh: one call times out, the others succeed
+        clock.now += 5
+        assert state.cluster_failed("b", "request timed out") is False
+        state.cluster_ok("b")
+        assert [c.up for c in run(state, clock).clusters] == [None, True]
+    # every call fails: still up until both the count and the time say otherwise
+    started = clock.now = clock.now + 1  # the first failure of the run
+    for _ in range(DOWN_AFTER_FAILURES - 1):
+        assert state.cluster_failed("b", "Connection refused") is False
+        clock.now += 1
+    assert run(state, clock).clusters[1].up is True
+    clock.now = started + DOWN_AFTER_SECONDS - 0.5
+    assert state.cluster_failed("b", "Connection refused") is False  # enough failures, not long enough
+    clock.now = started + DOWN_AFTER_SECONDS + 1
+    assert state.cluster_failed("b", "Connection refused") is True
+    ev = run(state, clock)
+    assert ev.clusters[1].up is False and "cluster b unreachable: Connection refused" in ev.flows[0].reasons[0]
+    assert ev.clusters[1].errors_total == 5 + DOWN_AFTER_FAILURES + 1
+    state.cluster_ok("b")
+    assert run(state, clock).clusters[1].up is True

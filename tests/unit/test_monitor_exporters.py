@@ -183,3 +183,74 @@ def test_http_routes():
             await client.close()
 
     asyncio.run(scenario())
+
+
+def _flow_samples(state, clock, settings=EvaluatorSettings()) -> dict:
+    s = prometheus_samples(evaluate(state, clock.now, settings))
+    return {name: value for (name, labels), value in s.items() if labels == (("flow", FLOW),)}
+
+
+def test_heartbeat_series_exist_from_start_up_with_unknown_said_explicitly():
+    """Before any heartbeat (replicator never started, heartbeats topic missing) the page's series
+    exist: seen 0, age counting from the monitor's start, the expectation and the flow's timeout."""
+    state, clock = make_state()
+    clock.now += 95
+    s = _flow_samples(state, clock)
+    assert s["sparkmirror_heartbeat_seen"] == 0
+    assert s["sparkmirror_heartbeat_age_seconds"] == 95
+    assert s["sparkmirror_heartbeats_expected"] == 1
+    assert s["sparkmirror_heartbeat_timeout_seconds"] == 2  # 2 x emit.heartbeats.interval.seconds = 1
+    assert "sparkmirror_heartbeat_last_timestamp_seconds" not in s
+    beat(state, clock, 0.5)
+    clock.now += 3
+    s = _flow_samples(state, clock)
+    assert s["sparkmirror_heartbeat_seen"] == 1
+    assert s["sparkmirror_heartbeat_age_seconds"] == 3.5
+    assert s["sparkmirror_heartbeat_last_timestamp_seconds"] == clock.now - 3.5
+
+
+def test_heartbeat_timeout_follows_the_flows_interval_and_expected_is_0_when_disabled():
+    state, clock = make_state("emit.heartbeats.interval.seconds = 30\n")
+    assert _flow_samples(state, clock)["sparkmirror_heartbeat_timeout_seconds"] == 60
+    assert _flow_samples(state, clock, EvaluatorSettings(heartbeat_timeout=7))[
+        "sparkmirror_heartbeat_timeout_seconds"] == 7
+    state, clock = make_state("emit.heartbeats.enabled = false\n")
+    clock.now += 1000
+    s = _flow_samples(state, clock)
+    assert s["sparkmirror_heartbeats_expected"] == 0
+    assert s["sparkmirror_heartbeat_seen"] == 0
+
+
+def test_flow_info_names_the_flows_clusters():
+    ev, _ = evaluation()
+    s = prometheus_samples(ev)
+    assert s[("sparkmirror_flow_info", (("flow", FLOW), ("source", "a"), ("target", "b")))] == 1
+
+
+def test_series_not_ok_exports_only_partitions_and_group_partitions_that_are_not_ok():
+    from monitor.cardinality import synthetic_evaluation
+
+    def partition_labels(series: str) -> dict:
+        s = prometheus_samples(synthetic_evaluation(partitions=200, topics=10, groups=3, series=series))
+        return {n: {dict(labels)["partition"] for (name, labels) in s if name == n}
+                for n in ("sparkmirror_partition_status_code", "sparkmirror_checkpoint_lag_records")}
+
+    every = partition_labels("all")
+    assert len(every["sparkmirror_partition_status_code"]) == 20  # 20 partitions per topic, 10 topics
+    not_ok = partition_labels("not-ok")
+    # 1% of the partitions are STALL and their group partitions stale: partition 0 of topics 0 and 5
+    assert not_ok == {"sparkmirror_partition_status_code": {"0"}, "sparkmirror_checkpoint_lag_records": {"0"}}
+    assert partition_labels("topic") == {"sparkmirror_partition_status_code": set(),
+                                         "sparkmirror_checkpoint_lag_records": set()}
+
+
+def test_the_cardinality_count_is_what_the_exporter_serves_and_docs_alerts_has_it():
+    from pathlib import Path
+
+    from monitor import cardinality
+
+    for series in metrics.SERIES_MODES:
+        ev = cardinality.synthetic_evaluation(partitions=300, topics=10, groups=4, series=series)
+        assert cardinality.series_count(ev) == len(prometheus_samples(ev)), series
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "alerts.md").read_text()
+    assert cardinality.markdown_table() in docs, "run python -m monitor.cardinality and update docs/alerts.md"

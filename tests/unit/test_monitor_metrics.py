@@ -51,3 +51,19 @@ def test_docs_table_is_generated_from_the_metric_list():
     end = doc.index("<!-- /metrics-table -->")
     assert doc[start:end].strip() == metrics.markdown_table(), \
         "regenerate the table in docs/monitor-status.md with: python -m monitor.metrics"
+
+
+def test_the_replicators_loss_counter_is_exported_at_0_from_the_flows_start():
+    """A series born above 0 is no increase to Prometheus: the first loss must find it at 0."""
+    from prometheus_client import generate_latest
+
+    from replicator.datapath.progress import ReplicatorMetrics
+
+    metrics = ReplicatorMetrics()
+    metrics.started("primary->dr", 12)
+    text = generate_latest(metrics.registry).decode()
+    assert 'sparkmirror_replicator_records_lost_total{flow="primary->dr"} 0.0' in text
+    assert 'sparkmirror_replicator_partitions{flow="primary->dr"} 12.0' in text
+    metrics.lost("primary->dr", 5)
+    assert 'sparkmirror_replicator_records_lost_total{flow="primary->dr"} 5.0' in \
+        generate_latest(metrics.registry).decode()
