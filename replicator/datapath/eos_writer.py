@@ -50,6 +50,8 @@ EOS_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", skipped long"
 #: commit a long-running partition's transaction this often (well under transaction.timeout.ms)
 MAX_TRANSACTION_S = 10.0
 TXN_TIMEOUT_S = 60.0
+#: tries of one commit step (sending the progress, committing) that fails with a retriable error
+COMMIT_ATTEMPTS = 5
 # Only these reach the progress reader: it talks to the same target cluster as the producer.
 _CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "ssl.", "sasl.", "socket.", "broker.address.",
                     "client.dns.lookup", "client.rack", "metadata.", "reconnect.", "oauthbearer")
@@ -121,11 +123,31 @@ class _PartitionTxn:
                 "needs brokers with transactions and, with ACLs, WRITE and DESCRIBE on the transactional ids "
                 "prefixed 'sparkmirror-eos:'") from None
         # ... so the committed progress read now is final.
-        (tp,) = self.reader.committed([TopicPartition(target, partition)], timeout=TXN_TIMEOUT_S)
+        tp = self._committed_progress(TopicPartition(target, partition))
         if tp.error is not None:
             raise RuntimeError(f"{ERROR_MARKER}: cannot read the exactly-once progress of {target} partition "
                                f"{partition} (group {spec.group}) on cluster {w.target_alias}: {tp.error}")
         self.resume_at = tp.offset if tp.offset >= 0 else -1
+
+    def _committed_progress(self, tp):
+        """The group's committed offset of ``tp``, waiting out a coordinator that is still moving
+        or loading (a fresh cluster's offsets topic answers NOT_COORDINATOR for a while)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + TXN_TIMEOUT_S
+        while True:
+            try:
+                return self.reader.committed([tp], timeout=TXN_TIMEOUT_S)[0]
+            except KafkaException as exc:
+                err = exc.args[0]
+                moving = err.retriable() or err.code() in (KafkaError.NOT_COORDINATOR,
+                                                           KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                           KafkaError.COORDINATOR_NOT_AVAILABLE)
+                if not moving or time.monotonic() >= deadline:
+                    raise RuntimeError(f"{ERROR_MARKER}: cannot read the exactly-once progress of {tp.topic} "
+                                       f"partition {tp.partition} (group {self.spec.group}) on cluster "
+                                       f"{self.spec.writer.target_alias}: {err.str()}") from None
+                time.sleep(0.2)
 
     def write(self, offset: int, key, value, ts: int, hdr_list, size: int) -> None:
         if offset < self.resume_at:
@@ -189,22 +211,42 @@ class _PartitionTxn:
                                f"{self.spec.writer.target_alias} within {FLUSH_TIMEOUT_S:.0f} s; the batch will be "
                                "replayed")
         progress = [TopicPartition(self.target, self.partition, self.next_offset)]
-        for attempt in range(5):
-            try:
-                if attempt == 0:
-                    self.producer.send_offsets_to_transaction(progress, self.reader.consumer_group_metadata(),
-                                                              TXN_TIMEOUT_S)
-                self.producer.commit_transaction(TXN_TIMEOUT_S)
-                break
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.retriable() and attempt < 4:
-                    continue
-                raise RuntimeError(f"committing the transaction of {self.target} partition {self.partition} on "
-                                   f"cluster {self.spec.writer.target_alias} failed: {err.str()}; nothing of it is "
-                                   "visible, the batch will be replayed") from None
+        # Each step is retried on its own: after a retriable error (a timeout) librdkafka resumes
+        # the very call that failed. Committing after a failed progress write would make the
+        # records visible without their progress, and a replay would write them again.
+        self._settle("sending the progress of", lambda: self.producer.send_offsets_to_transaction(
+            progress, self.reader.consumer_group_metadata(), TXN_TIMEOUT_S))
+        self._settle("committing the transaction of", lambda: self.producer.commit_transaction(TXN_TIMEOUT_S))
         self.in_txn = False
         self.resume_at = self.next_offset
+
+    def _settle(self, what: str, call) -> None:
+        """``call`` one transaction step until it succeeds; what cannot succeed aborts the transaction.
+
+        Nothing of an aborted transaction is visible: the batch fails and is replayed. A
+        fatal error (a newer owner fenced this producer) leaves the transaction to that
+        owner's ``init_transactions``, which completes or aborts records and progress
+        together. Either way the target's progress stays the truth for the replay.
+        """
+        from confluent_kafka import KafkaException
+
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.retriable() and attempt < COMMIT_ATTEMPTS - 1:
+                    continue
+                if err.txn_requires_abort():
+                    try:
+                        self.producer.abort_transaction(TXN_TIMEOUT_S)
+                    except KafkaException:
+                        pass  # the next owner's init_transactions aborts it
+                    self.in_txn = False
+                raise RuntimeError(f"{what} {self.target} partition {self.partition} on cluster "
+                                   f"{self.spec.writer.target_alias} failed: {err.str()}; records and progress "
+                                   "are committed together or not at all, the batch will be replayed") from None
 
     def abandon(self) -> None:
         """After an error: abort what is open (best effort; the next owner's init aborts it anyway)."""

@@ -14,10 +14,12 @@ import random
 import re
 import time
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.datapath.eos_writer import progress_group
+from replicator.datapath.eos_writer import EosWriterSpec, progress_group, write_partition_eos
+from replicator.datapath.writer import WriterSpec
 from tests.integration.test_datapath_faults import SteadyProducer
 from tests.support.kafka import create_topic
 from tests.support.replicator import Replicator, write_config
@@ -162,3 +164,47 @@ def test_sigkill_restart_loop_exactly_once(kafka_clusters, tmp_path, unique, art
         producer.stop_event.set()
         if rep is not None and rep.running():
             rep.kill9()
+
+
+def _spark_rows(topic: str, partition: int, offsets: range) -> pa.RecordBatch:
+    """Source records as Spark's Kafka source hands them to the writer (one Arrow batch)."""
+    return pa.RecordBatch.from_pydict({
+        "key": [b"k%d" % o for o in offsets], "value": [b"%d" % o for o in offsets],
+        "topic": [topic] * len(offsets), "partition": [partition] * len(offsets), "offset": list(offsets),
+        "timestamp": [1_700_000_000_000_000 + o for o in offsets], "headers": [None] * len(offsets),
+    }, schema=pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                         ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us")),
+                         ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))]))
+
+
+def test_progress_write_that_times_out_is_retried_before_the_commit(kafka_clusters, unique, monkeypatch):
+    """The progress write of a transaction times out once (a transaction coordinator slower
+    than the caller waits, on a real broker): the records must not be committed without
+    their progress, or the replay of the batch writes them a second time."""
+    import confluent_kafka
+
+    dr = kafka_clusters.dr.bootstrap
+    source_topic, mirror = f"eos-progress-{unique}", f"primary.eos-progress-{unique}"
+    create_topic(dr, mirror, 1)
+
+    class SlowCoordinatorOnce(confluent_kafka.Producer):
+        timeouts = 0
+
+        def send_offsets_to_transaction(self, offsets, metadata, timeout=-1):
+            if SlowCoordinatorOnce.timeouts == 0:
+                SlowCoordinatorOnce.timeouts += 1
+                timeout = 0.000001  # the coordinator answers after the caller stopped waiting
+            return super().send_offsets_to_transaction(offsets, metadata, timeout)
+
+    monkeypatch.setattr(confluent_kafka, "Producer", SlowCoordinatorOnce)
+    spec = EosWriterSpec(WriterSpec("primary", "dr", (("bootstrap.servers", dr),), ((source_topic, mirror),)),
+                         group=f"__sparkmirror-eos-test-{unique}")
+    rows = _spark_rows(source_topic, 0, range(10))
+    (first,) = write_partition_eos(spec, [rows])
+    assert SlowCoordinatorOnce.timeouts == 1
+    assert first.column("records").to_pylist() == [10]
+    # Spark replays the batch (the driver died before its commit): nothing is written again.
+    (replay,) = write_partition_eos(spec, [rows])
+    assert replay.column("skipped").to_pylist() == [10] and replay.column("records").to_pylist() == [0]
+    ids = read_ids(dr, mirror, "read_committed", 10, timeout=30, idle=2)
+    assert [v for _p, v in ids] == list(range(10))
