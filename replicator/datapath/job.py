@@ -84,11 +84,21 @@ class ReplicatorJob:
             return
         start_control_loops(self.config, fr, self.stop_event, self._thread)
 
+    def _log_start_up_warnings(self) -> None:
+        """What `sparkmirror validate` would warn about, and where this run deliberately differs from MM2."""
+        from replicator.model.differences import mm2_differences
+
+        for warning in self.config.warnings:
+            log.warning("%s", warning)
+        for difference in mm2_differences(self.config):
+            log.warning("differs from MM2: %s", difference)
+
     def run(self) -> int:
         enabled = self.config.enabled_flows()
         if not enabled:
             raise ConfigError("no flow is enabled", file=self.config.path,
                               hint="add a line like 'A->B.enabled = true'")
+        self._log_start_up_warnings()
         self._install_signal_handlers()
         from replicator.datapath.spark import build_session
 

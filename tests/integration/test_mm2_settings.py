@@ -7,7 +7,9 @@
   topic is not replicated when ``topics`` does not match it;
 - a new mirror topic gets the source's dynamic cluster-wide default
   (``log.retention.ms`` set on the broker default resource) at creation, with
-  topic config sync off.
+  topic config sync off;
+- ``A.consumer.isolation.level = read_uncommitted`` is overridden (aborted records
+  are not copied) and said at start-up, with the other differences from MM2.
 
 Cluster aliases unique to this run keep every internal topic name its own.
 """
@@ -19,6 +21,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 from tests.support.kafka import consume_all, create_topic, produce
@@ -75,6 +78,12 @@ def run(kafka_clusters, tmp_path_factory):
         while _topic_config(src_admin, topic, "retention.ms").value != RETENTION_MS:
             assert time.monotonic() < deadline, "the cluster-wide default did not reach the topic's configs"
             time.sleep(0.5)
+        aborted = Producer({"bootstrap.servers": primary, "transactional.id": f"aborted-{u}"})
+        aborted.init_transactions(30)
+        aborted.begin_transaction()
+        for i in range(5):
+            aborted.produce(topic, key=b"a", value=b"aborted %d" % i)
+        aborted.abort_transaction(30)
         produce(primary, topic, [{"key": str(i).encode(), "value": b"v%d" % i} for i in range(RECORDS)])
         config = work / "mm2.properties"
         config.write_text("\n".join([
@@ -85,6 +94,7 @@ def run(kafka_clusters, tmp_path_factory):
             f"{src}->{dst}.topics = {topic}",
             f"{src}->{dst}.emit.offset-syncs.enabled = false",
             f"{src}->{dst}.heartbeats.replication.enabled = false",
+            f"{src}.consumer.isolation.level = read_uncommitted",
             "replication.factor = 1",
             "heartbeats.topic.replication.factor = 1",
             "checkpoints.topic.replication.factor = 1",
@@ -128,3 +138,10 @@ def test_mirror_topic_gets_the_dynamic_cluster_default_at_creation_without_confi
     entry = _topic_config(run["dst_admin"], run["mirror"], "retention.ms")
     assert entry.value == RETENTION_MS
     assert entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
+def test_read_uncommitted_is_overridden_and_said_at_start_up(run):
+    values = [m.value() for m in consume_all(run["dr"], run["mirror"], timeout=10)]
+    assert sorted(values) == sorted(b"v%d" % i for i in range(RECORDS))  # the aborted five never crossed
+    assert "differs from MM2: " in run["rep"].log()
+    assert "isolation.level = read_uncommitted (line " in run["rep"].log()
