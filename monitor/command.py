@@ -88,8 +88,18 @@ def register(subparsers) -> None:
     p.add_argument("--checkpoint-timeout", type=float, default=None, metavar="SECONDS",
                    help="checkpoint age after which a moving group's checkpoint is stale "
                         "(default 2 x emit.checkpoints.interval.seconds + --groups-interval)")
+    p.add_argument("--failover-max-reread-seconds", type=float, default=300.0, metavar="SECONDS",
+                   help="a group whose failover now would re-read records spanning more than this is not "
+                        "ready to fail over (default 300; 0 = no limit)")
+    p.add_argument("--failover-max-reread-records", type=int, default=0, metavar="N",
+                   help="a group whose failover now would re-read more records than this (summed over its "
+                        "partitions) is not ready to fail over (default 0 = no limit)")
+    p.add_argument("--retention-headroom-warn", type=float, default=3600.0, metavar="SECONDS",
+                   help="WARN when source retention may delete records not yet on the target within this "
+                        "time, or within half the topic's retention.ms if that is shorter (default 3600)")
     p.add_argument("--no-seconds-lag", dest="probe", action="store_false",
-                   help="do not read source records to measure lag in seconds")
+                   help="do not read source records to measure lag in seconds (nor the time span a "
+                        "failover would re-read)")
     p.set_defaults(func=run)
 
 
@@ -103,12 +113,18 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
             raise ConfigError(f"--{name.replace('_', '-')} must be more than 0 seconds")
     if args.window < 2:
         raise ConfigError("--window must be at least 2")
+    for name in ("failover_max_reread_seconds", "failover_max_reread_records", "retention_headroom_warn"):
+        if getattr(args, name) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more")
     return MonitorOptions(
         host=host, port=port, interval=args.interval, groups_interval=args.groups_interval,
         metadata_interval=args.metadata_interval, timeout=args.timeout, granularity=args.granularity,
         series=args.series,
         window=args.window, heartbeat_timeout=args.heartbeat_timeout, checkpoint_timeout=args.checkpoint_timeout,
         probe_lag_seconds=args.probe,
+        failover_max_reread_seconds=args.failover_max_reread_seconds or None,
+        failover_max_reread_records=args.failover_max_reread_records or None,
+        retention_headroom_warn=args.retention_headroom_warn,
         topic_filter=TopicFilter(args.topics, args.topics_exclude),
         group_filter=GroupFilter(args.groups, args.groups_exclude),
         web_config=load_web_config(args.web_config_file),

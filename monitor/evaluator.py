@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from monitor import lag as lagmath
+from monitor import readiness
 from monitor.metrics import STATUS_CODES, STATUSES
 from monitor.state import FlowState, MonitorState, PartitionState
 
@@ -32,6 +33,9 @@ class EvaluatorSettings:
     groups_interval: float = 30.0
     granularity: str = "partition"
     series: str = "all"  # per-partition series: all | topic | not-ok (monitor.metrics.SERIES_MODES)
+    failover_max_reread_records: int | None = None   # None: no limit
+    failover_max_reread_seconds: float | None = 300.0
+    retention_headroom_warn: float = 3600.0          # or half the topic's retention.ms if smaller
 
 
 @dataclass
@@ -51,6 +55,8 @@ class PartitionResult:
     oldest_unreplicated_timestamp_ms: int | None
     lost_records: int
     read_at: float | None
+    retention_headroom_seconds: float | None = None  # None: unknown or unlimited
+    retention_unlimited: bool = False
 
 
 @dataclass
@@ -62,6 +68,8 @@ class TopicResult:
     lag_records: int | None
     lag_seconds: float | None
     lost_total: int
+    retention_headroom_seconds: float | None = None
+    retention_unlimited: bool = False
 
 
 @dataclass
@@ -87,6 +95,7 @@ class GroupResult:
     age_seconds: float
     missing: int
     partitions: list[GroupPartitionResult]
+    failover: readiness.GroupFailover | None = None  # None: no committed offset to fail over
 
 
 @dataclass
@@ -126,6 +135,10 @@ class FlowResult:
     topics: list[TopicResult]
     groups: list[GroupResult]
     collector_seconds: dict[str, float]
+    retention_headroom_seconds: float | None = None
+    retention_unlimited: bool = False
+    retention_low_partitions: int = 0
+    failover_groups_not_ready: int = 0
 
 
 @dataclass
@@ -235,7 +248,9 @@ def _topics(partitions: list[PartitionResult], lost_total: dict[str, int]) -> li
         secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
         out.append(TopicResult(topic, parts[0].target_topic, worst(p.status for p in parts), len(parts),
                                sum(lags) if lags else None, max(secs) if secs else None,
-                               lost_total.get(topic, 0)))
+                               lost_total.get(topic, 0),
+                               *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited)
+                                                 for p in parts])))
     return out
 
 
@@ -266,8 +281,7 @@ def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
                     parts.append(GroupPartitionResult(topic, target_topic, partition, "no-commit", None,
                                                       cp.upstream_offset, cp.downstream_offset, None, None, age))
                     continue
-                lag = max(0, translated - cp.downstream_offset) if translated is not None \
-                    else max(0, c - cp.upstream_offset)
+                lag = readiness.reread_records(c, cp.upstream_offset, cp.downstream_offset, translated)
                 stale = c > cp.upstream_offset and lag > 0 and age > timeout
                 parts.append(GroupPartitionResult(topic, target_topic, partition, "stale" if stale else "ok", c,
                                                   cp.upstream_offset, cp.downstream_offset, translated, lag, age))
@@ -326,6 +340,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
 
     partitions = [_partition(p, now, stopped, stop_reason, settings)
                   for _, p in sorted(fs.partitions.items())]
+    low = _headroom(partitions, fs, now, settings)
     by_status = {s: 0 for s in STATUSES}
     for p in partitions:
         by_status[p.status] += 1
@@ -335,19 +350,25 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
     if by_status[STALL]:
         statuses.append(STALL)
         reasons.append(f"{by_status[STALL]} partitions stalled with lag")
-    if by_status[WARN]:
+    if by_status[WARN] > low.raised:
         statuses.append(WARN)
-        reasons.append(f"{by_status[WARN]} partitions with growing or unknown lag")
+        reasons.append(f"{by_status[WARN] - low.raised} partitions with growing or unknown lag")
+    if low.count:
+        statuses.append(WARN)
+        reasons.append(f"{low.count} partitions may soon lose records not yet on the target to retention; "
+                       f"lowest: {low.lowest}")
     if fs.partitions_read_at is not None and not partitions:
         statuses.append(WARN)
         reasons.append("no source topic matches the flow's topic filter and the monitor's allow/deny lists")
 
     cp_timeout = settings.checkpoint_timeout or (2.0 * w.checkpoint_interval + settings.groups_interval)
     groups = _groups(fs, now, cp_timeout) if w.checkpoints_enabled else []
+    not_ready = _failover(fs, groups, now, cp_timeout, settings)
     warn_groups = [g.group for g in groups if g.status != OK]
     if warn_groups:
         statuses.append(WARN)
-        reasons.append(f"checkpoints behind or missing for groups: {', '.join(warn_groups[:5])}"
+        reasons.append(f"checkpoints behind or missing, or failover not ready, for groups: "
+                       f"{', '.join(warn_groups[:5])}"
                        + (" ..." if len(warn_groups) > 5 else ""))
 
     lags = [p.lag_records for p in partitions if p.lag_records is not None]
@@ -363,4 +384,55 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
         fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
         fs.source_total, fs.probes_total, dict(fs.lost_total), by_status, partitions,
-        _topics(partitions, fs.lost_total), groups, dict(fs.collector_seconds))
+        _topics(partitions, fs.lost_total), groups, dict(fs.collector_seconds),
+        *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
+        low.count, not_ready)
+
+
+# --- failover readiness and retention headroom (monitor.readiness) ---------------------
+
+@dataclass(frozen=True)
+class _LowHeadroom:
+    count: int = 0    # partitions below the threshold
+    raised: int = 0   # of which were OK and are WARN because of it
+    lowest: str = ""
+
+
+def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float,
+              settings: EvaluatorSettings) -> _LowHeadroom:
+    """Fill in each partition's retention headroom; a low one makes an OK partition WARN."""
+    low: list[PartitionResult] = []
+    raised = 0
+    for p in partitions:
+        h = readiness.headroom(p.lag_records, p.oldest_unreplicated_timestamp_ms, fs.retention.get(p.topic), now,
+                               settings.retention_headroom_warn)
+        p.retention_headroom_seconds, p.retention_unlimited = h.seconds, h.unlimited
+        if h.low:
+            low.append(p)
+            p.reasons.append(h.reason)
+            if p.status == OK:
+                p.status, raised = WARN, raised + 1
+    if not low:
+        return _LowHeadroom()
+    worst_p = min(low, key=lambda p: p.retention_headroom_seconds)
+    return _LowHeadroom(len(low), raised, f"{worst_p.topic}[{worst_p.partition}] in "
+                                          f"{readiness.seconds_text(worst_p.retention_headroom_seconds)}")
+
+
+def _failover(fs: FlowState, groups: list[GroupResult], now: float, grace: float,
+              settings: EvaluatorSettings) -> int:
+    """Attach each group's failover readiness; a group not ready is WARN (a new group without
+    checkpoints only after the checkpoint timeout). Returns the groups not ready."""
+    not_ready = 0
+    for g in groups:
+        g.failover = readiness.group_failover(fs, g.group, settings.failover_max_reread_records,
+                                              settings.failover_max_reread_seconds)
+        if g.failover is None or g.failover.ready:
+            continue
+        not_ready += 1
+        only_missing = set(g.failover.blockers) <= {readiness.NO_CHECKPOINT}
+        if only_missing and (g.missing or now - fs.group_first_seen.get(g.group, now) <= grace):
+            continue  # already said by the checkpoint rules, or a new group within its grace period
+        g.status = worst((g.status, WARN))
+        g.reasons.append(g.failover.summary)
+    return not_ready

@@ -35,6 +35,17 @@ PREFIX = "sparkmirror_"
 STATUSES: tuple[str, ...] = ("OK", "WARN", "STALL", "STOP", "ERR")
 STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 
+#: Why a consumer group cannot fail over now (the ``reason`` label of
+#: ``sparkmirror_failover_blocked``); docs/monitor-status.md explains each.
+FAILOVER_REASONS: tuple[str, ...] = (
+    "no-checkpoint",        # a committed partition has no checkpoint on the target yet
+    "behind-offset-syncs",  # ... and its committed offset is older than every offset-sync: none will come
+    "would-skip",           # the checkpoint is ahead of the committed offset: unconsumed records would be skipped
+    "past-target-end",      # the checkpoint points past the end of the mirror partition
+    "reread-records",       # more records to re-read than --failover-max-reread-records
+    "reread-seconds",       # re-read records span more than --failover-max-reread-seconds
+)
+
 #: Granularity levels, coarsest first (``--granularity``).
 GRANULARITIES: tuple[str, ...] = ("flow", "topic", "partition")
 
@@ -221,6 +232,52 @@ GROUP_CHECKPOINT_MISSING = _m(
     "group_checkpoint_missing_partitions", "gauge", "", FG,
     "Partitions where the group has a committed source offset but no checkpoint on the target "
     "(the group cannot fail over there).", level="group")
+
+# --- failover readiness (per consumer group) ------------------------------------
+FAILOVER_READY = _m(
+    "failover_ready", "gauge", "", FG,
+    "1 if the group could fail over to the target now: every partition it commits has a checkpoint "
+    "that skips nothing and exists on the target, and the re-read stays within the monitor's "
+    "--failover-max-reread-* limits; else 0.", level="group")
+FAILOVER_BLOCKED = _m(
+    "failover_blocked", "gauge", "", ("flow", "group", "reason"),
+    "1 for each reason the group cannot fail over now, 0 for the others (reasons in "
+    "docs/monitor-status.md).", level="group")
+FAILOVER_REREAD_RECORDS = _m(
+    "failover_reread_records", "gauge", "records", FG,
+    "Records the group would read again if it failed over now, over its partitions with a "
+    "checkpoint (the committed offset translated to the target minus the checkpointed one).",
+    level="group")
+FAILOVER_REREAD_SECONDS = _m(
+    "failover_reread_seconds", "gauge", "seconds", FG,
+    "Time span of the records the group would read again (timestamp of its last consumed record "
+    "minus that of the checkpointed one), largest over its partitions; absent when unknown.",
+    level="group")
+FAILOVER_SKIPPED_RECORDS = _m(
+    "failover_skipped_records", "gauge", "records", FG,
+    "Records the group has not consumed that a failover now would skip (its checkpoint is ahead of "
+    "its committed offset): data the group would lose.", level="group")
+FAILOVER_GROUPS_NOT_READY = _m(
+    "failover_groups_not_ready", "gauge", "", F,
+    "Consumer groups of the flow that cannot fail over now (sparkmirror_failover_ready == 0).")
+
+# --- retention headroom ------------------------------------------------------
+FLOW_RETENTION_HEADROOM = _m(
+    "flow_retention_headroom_seconds", "gauge", "seconds", F,
+    "Least time, over the flow's partitions, until the source's retention.ms may delete a record "
+    "not yet on the target (oldest unreplicated record's timestamp + retention.ms - now; "
+    "retention.ms when caught up); +Inf when nothing is deleted by age.")
+FLOW_RETENTION_LOW = _m(
+    "flow_retention_low_partitions", "gauge", "", F,
+    "Partitions whose retention headroom is below the monitor's warning threshold "
+    "(--retention-headroom-warn, or half the topic's retention.ms if smaller).")
+TOPIC_RETENTION_HEADROOM = _m(
+    "topic_retention_headroom_seconds", "gauge", "seconds", FT,
+    "Least retention headroom over the topic's partitions; +Inf when unlimited.", level="topic")
+PARTITION_RETENTION_HEADROOM = _m(
+    "partition_retention_headroom_seconds", "gauge", "seconds", FTP,
+    "Time until the source's retention.ms may delete the partition's oldest record not yet on the "
+    "target; retention.ms when caught up, +Inf when unlimited.", level="partition")
 
 # --- input quality and the monitor itself ------------------------------------
 DECODE_ERRORS = _m(

@@ -5,8 +5,9 @@ One service per mm2.properties. Starting it builds, in data-flow order:
 1. one ClusterClient per cluster (own threads) and the HealthCollector;
 2. per enabled flow A->B: the HeartbeatCollector (tail of A.heartbeats on B),
    the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
-   (when the flow emits checkpoints), and the EndOffsetCollector with the
-   source cluster's LagProbe;
+   (when the flow emits checkpoints; with RecordTimestamps for failover re-read
+   spans), the RetentionCollector (source topics' retention settings), and the
+   EndOffsetCollector with the source cluster's LagProbe;
 3. the evaluator loop, which turns the MonitorState into an Evaluation every
    interval (and on demand when a request finds the last one older than a
    second);
@@ -33,7 +34,9 @@ from monitor.collectors.groups import GroupOffsetCollector
 from monitor.collectors.heartbeats import HeartbeatCollector
 from monitor.collectors.offset_syncs import OffsetSyncCollector
 from monitor.collectors.offsets import EndOffsetCollector
+from monitor.collectors.retention import RetentionCollector
 from monitor.collectors.timelag import LagProbe
+from monitor.collectors.timestamps import RecordTimestamps
 from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate
 from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
@@ -61,7 +64,10 @@ class MonitorService:
         self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
                                           checkpoint_timeout=options.checkpoint_timeout,
                                           groups_interval=options.groups_interval,
-                                          granularity=options.granularity, series=options.series)
+                                          granularity=options.granularity, series=options.series,
+                                          failover_max_reread_records=options.failover_max_reread_records,
+                                          failover_max_reread_seconds=options.failover_max_reread_seconds,
+                                          retention_headroom_warn=options.retention_headroom_warn)
         self._evaluation: Evaluation | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)
@@ -118,7 +124,9 @@ class MonitorService:
                 self._tails.append(OffsetSyncCollector(f, self.clients[f.offset_syncs_cluster], self.state, loop))
             if f.checkpoints_enabled:
                 self._tails.append(CheckpointCollector(f, target, self.state, loop, o))
-                coroutines.append(GroupOffsetCollector(f, source, self.state, o).run())
+                stamps = RecordTimestamps(source, self.state) if o.probe_lag_seconds else None
+                coroutines.append(GroupOffsetCollector(f, source, self.state, o, stamps).run())
+            coroutines.append(RetentionCollector(f, source, self.state, o).run())
             coroutines.append(EndOffsetCollector(f, source, target, self.state, o, probes.get(f.source)).run())
         for tail in self._tails:
             tail.start()

@@ -99,6 +99,20 @@ class HeartbeatState:
 
 
 @dataclass(frozen=True)
+class TopicRetention:
+    """A source topic's deletion settings, as DescribeConfigs reports them.
+
+    ``retention_ms`` / ``retention_bytes`` are None when unlimited (-1); ``deletes``
+    is False when ``cleanup.policy`` has no ``delete`` (compact only: nothing is
+    deleted by age or size).
+    """
+
+    retention_ms: int | None
+    retention_bytes: int | None
+    deletes: bool
+
+
+@dataclass(frozen=True)
 class CheckpointRecord:
     checkpoint: Checkpoint
     timestamp_ms: int
@@ -124,6 +138,10 @@ class FlowState:
     group_first_seen: dict[str, float] = field(default_factory=dict)
     groups_read_at: float | None = None
     lost_total: Counter = field(default_factory=Counter)  # topic -> offsets lost
+    retention: dict[str, TopicRetention] = field(default_factory=dict)  # source topic -> its settings
+    # (topic, partition, offset) -> timestamp (ms) of the first source record at or after the
+    # offset, None if there is none: the ends of the range a failover would re-read.
+    record_timestamps: dict[tuple[str, int, int], int | None] = field(default_factory=dict)
     replicated_total: int = 0
     source_total: int = 0
     probes_total: int = 0
@@ -287,6 +305,17 @@ class MonitorState:
         part = state.partitions.get(key)
         if part is not None and part.position.offset == probe.position:
             part.probe = probe
+
+    def set_retention(self, flow: str, retention: dict[str, TopicRetention]) -> None:
+        self.flows[flow].retention = retention
+
+    def set_record_timestamps(self, flow: str, found: dict[tuple[str, int, int], int | None],
+                              keep: set[tuple[str, int, int]]) -> None:
+        """Add ``found``; drop what is neither in ``found`` nor in ``keep`` (no longer needed)."""
+        stamps = self.flows[flow].record_timestamps
+        for key in [k for k in stamps if k not in keep and k not in found]:
+            del stamps[key]
+        stamps.update(found)
 
     def record_duration(self, flow: str, collector: str, seconds: float) -> None:
         self.flows[flow].collector_seconds[collector] = seconds

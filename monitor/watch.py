@@ -37,7 +37,10 @@ class MonitorOptions:
     window: int = 10                 # samples per partition for trend rules (Burrow's window)
     heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds
     checkpoint_timeout: float | None = None  # default: 2 x emit.checkpoints.interval.seconds + groups_interval
-    probe_lag_seconds: bool = True
+    probe_lag_seconds: bool = True          # also: timestamps of the records a failover would re-read
+    failover_max_reread_records: int | None = None  # None: no limit
+    failover_max_reread_seconds: float | None = 300.0
+    retention_headroom_warn: float = 3600.0
     topic_filter: TopicFilter = field(default_factory=lambda: TopicFilter((".*",), ()))
     group_filter: GroupFilter = field(default_factory=lambda: GroupFilter((".*",), ()))
     web_config: WebConfig | None = None  # --web-config-file: TLS and basic auth of the HTTP server

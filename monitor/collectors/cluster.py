@@ -155,6 +155,32 @@ class ClusterClient:
         ends = self.list_offsets(partitions, "latest")
         return {key: (starts[key], ends[key]) for key in partitions if key in starts and key in ends}
 
+    def topic_configs(self, topics: list[str], names: tuple[str, ...]) -> dict[str, dict[str, str]]:
+        """The named config values of each topic, in one DescribeConfigs request.
+
+        A topic that fails on its own (deleted meanwhile) is left out; only when every
+        topic fails is the error raised. No topics means no request (see ``list_offsets``).
+        """
+        if not topics:
+            return {}
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        futures = self.admin().describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                                                request_timeout=self.timeout)
+        deadline = time.monotonic() + self.timeout + 1
+        out: dict[str, dict[str, str]] = {}
+        first_error: Exception | None = None
+        for resource, future in futures.items():
+            try:
+                entries = future.result(max(0.1, deadline - time.monotonic()))
+            except KafkaException as exc:
+                first_error = first_error or exc
+                continue
+            out[resource.name] = {n: entries[n].value for n in names if n in entries}
+        if first_error is not None and not out:
+            raise first_error
+        return out
+
     def consumer_groups(self) -> list[str]:
         result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 1)
         return sorted(g.group_id for g in result.valid)

@@ -4,7 +4,8 @@ Every ``groups_interval``: ListGroups on the source, the flow's group filter and
 the monitor's allow/deny lists, then one OffsetFetch per group (sent together).
 Only partitions the monitor watches are kept. Compared with the checkpoints on
 the target, they answer "can this group fail over now, and how many records
-would it re-read".
+would it re-read"; then ``RecordTimestamps`` (when given) reads the timestamps
+that say how long a span those records cover.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 
 from monitor.collectors.cluster import ClusterClient
 from monitor.collectors.periodic import refresh_forever
+from monitor.collectors.timestamps import RecordTimestamps
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, WatchedFlow
 
@@ -23,8 +25,9 @@ class GroupOffsetCollector:
     name = "groups"
 
     def __init__(self, flow: WatchedFlow, source: ClusterClient, state: MonitorState,
-                 options: MonitorOptions) -> None:
+                 options: MonitorOptions, timestamps: RecordTimestamps | None = None) -> None:
         self.flow = flow
+        self.timestamps = timestamps
         self.source = source
         self.state = state
         self.options = options
@@ -44,3 +47,5 @@ class GroupOffsetCollector:
             if mine:
                 offsets[group] = mine
         self.state.set_group_offsets(self.flow.name, offsets)
+        if self.timestamps is not None:
+            await self.timestamps.refresh(self.flow.name)

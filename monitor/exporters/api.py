@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from monitor.evaluator import Evaluation, FlowResult, PartitionResult
+from monitor.evaluator import Evaluation, FlowResult, GroupResult, PartitionResult
 from monitor.exporters.samples import histogram
 
 SCHEMA_VERSION = 1
@@ -32,6 +32,21 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 def _partition(p: PartitionResult) -> dict[str, Any]:
     d = _plain(p)
     d["lag_seconds"] = _round(p.lag_seconds)
+    d["retention_headroom_seconds"] = _round(p.retention_headroom_seconds)
+    return d
+
+
+def _group(g: GroupResult) -> dict[str, Any]:
+    """A group with its failover readiness; only the partitions that block it are listed there."""
+    d = _plain(g)
+    fo = g.failover
+    if fo is not None:
+        d["failover"] = {
+            "ready": fo.ready, "summary": fo.summary, "blockers": fo.blockers,
+            "reread_records": fo.reread_records, "reread_seconds": _round(fo.reread_seconds),
+            "skipped_records": fo.skipped_records,
+            "blocked_partitions": [_plain(p) for p in fo.partitions if p.blocker][:SUMMARY_PARTITIONS],
+        }
     return d
 
 
@@ -60,8 +75,13 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
         "lag_probes_total": f.probes_total,
         "data_lost_records_total": sum(f.lost_total.values()),
         "partitions_by_status": f.partitions_by_status,
-        "topics": [_plain(t) | {"lag_seconds": _round(t.lag_seconds)} for t in f.topics],
-        "groups": [_plain(g) for g in f.groups],
+        "retention": {"headroom_seconds": _round(f.retention_headroom_seconds), "unlimited": f.retention_unlimited,
+                      "low_partitions": f.retention_low_partitions},
+        "failover": {"groups_not_ready": f.failover_groups_not_ready},
+        "topics": [_plain(t) | {"lag_seconds": _round(t.lag_seconds),
+                                "retention_headroom_seconds": _round(t.retention_headroom_seconds)}
+                   for t in f.topics],
+        "groups": [_group(g) for g in f.groups],
         "top_partitions": [_partition(p) for p in lagging[:top]],
         "collector_seconds": {k: _round(v, 4) for k, v in f.collector_seconds.items()},
     }

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from monitor import metrics as m
 from monitor.evaluator import Evaluation, FlowResult
+from monitor.readiness import Headroom
 
 Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 
@@ -75,6 +76,11 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
     yield m.FLOW_REPLICATED_RECORDS, fl, float(f.replicated_total)
     yield m.FLOW_SOURCE_RECORDS, fl, float(f.source_total)
     yield m.LAG_PROBES, fl, float(f.probes_total)
+    headroom = _headroom(f.retention_headroom_seconds, f.retention_unlimited)
+    if headroom is not None:
+        yield m.FLOW_RETENTION_HEADROOM, fl, headroom
+    yield m.FLOW_RETENTION_LOW, fl, float(f.retention_low_partitions)
+    yield m.FAILOVER_GROUPS_NOT_READY, fl, float(f.failover_groups_not_ready)
     for collector, seconds in sorted(f.collector_seconds.items()):
         yield m.COLLECTOR_DURATION, (collector, f.name), seconds
     if topic_level:
@@ -85,6 +91,9 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
                 yield m.TOPIC_LAG_RECORDS, labels, float(t.lag_records)
             if t.lag_seconds is not None:
                 yield m.TOPIC_LAG_SECONDS, labels, t.lag_seconds
+            headroom = _headroom(t.retention_headroom_seconds, t.retention_unlimited)
+            if headroom is not None:
+                yield m.TOPIC_RETENTION_HEADROOM, labels, headroom
     if partition_level:
         for p in f.partitions:
             if only_not_ok and p.status == "OK":
@@ -95,11 +104,23 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
                 yield m.PARTITION_LAG_RECORDS, labels, float(p.lag_records)
             if p.lag_seconds is not None:
                 yield m.PARTITION_LAG_SECONDS, labels, p.lag_seconds
+            headroom = _headroom(p.retention_headroom_seconds, p.retention_unlimited)
+            if headroom is not None:
+                yield m.PARTITION_RETENTION_HEADROOM, labels, headroom
     for grp in f.groups:
         labels = (f.name, grp.group)
         yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
         yield m.GROUP_CHECKPOINT_LAG, labels, float(grp.lag_records)
         yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
+        fo = grp.failover
+        if fo is not None:
+            yield m.FAILOVER_READY, labels, 1.0 if fo.ready else 0.0
+            for reason in m.FAILOVER_REASONS:
+                yield m.FAILOVER_BLOCKED, (*labels, reason), 1.0 if reason in fo.blockers else 0.0
+            yield m.FAILOVER_REREAD_RECORDS, labels, float(fo.reread_records)
+            if fo.reread_seconds is not None:
+                yield m.FAILOVER_REREAD_SECONDS, labels, fo.reread_seconds
+            yield m.FAILOVER_SKIPPED_RECORDS, labels, float(fo.skipped_records)
         if partition_level:
             for gp in grp.partitions:
                 if only_not_ok and gp.state == "ok" and not gp.lag_records:
@@ -109,6 +130,11 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
                     yield m.CHECKPOINT_AGE, gl, gp.age_seconds
                 if gp.lag_records is not None:
                     yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
+
+
+def _headroom(seconds: float | None, unlimited: bool) -> float | None:
+    """Retention headroom as exported: +Inf when unlimited, None (left out) when unknown."""
+    return Headroom(seconds, unlimited, False, None).value
 
 
 def histogram(f: FlowResult) -> tuple[list[tuple[str, float]], float]:
