@@ -20,6 +20,25 @@ from monitor import metrics as m
 GROUP = "sparkmirror"
 SEVERITIES = ("page", "critical", "warning")
 
+#: What a failover now would do, per ``reason`` of sparkmirror_failover_blocked.
+FAILOVER_CONSEQUENCES = {
+    "no-checkpoint": "start without a checkpoint on some partition (no checkpoint there yet)",
+    "behind-offset-syncs": "start without a checkpoint on some partition: its committed offset is older than "
+                           "every offset-sync, so none will be written until the group moves on",
+    "would-skip": "skip records the group has not consumed (its checkpoint is ahead of its committed offset)",
+    "past-target-end": "resume past the end of a mirror partition (truncated or re-created)",
+    "reread-records": "re-read more records than the monitor's --failover-max-reread-records",
+    "reread-seconds": "re-read records spanning more than the monitor's --failover-max-reread-seconds",
+}
+assert set(FAILOVER_CONSEQUENCES) == set(m.FAILOVER_REASONS)
+
+
+def _failover_consequence() -> str:
+    """A Go template choosing the text of ``$labels.reason``."""
+    branches = [f'{"if" if i == 0 else "else if"} eq $labels.reason "{reason}" }}}}{text}{{{{ '
+                for i, (reason, text) in enumerate(FAILOVER_CONSEQUENCES.items())]
+    return "{{ " + "".join(branches) + "else }}{{ $labels.reason }}{{ end }}"
+
 
 @dataclass(frozen=True)
 class AlertRule:
@@ -233,6 +252,27 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             "alerts of the flows through it are inhibited while this one fires (their labels source and "
             "target name the cluster, as this alert's do).",
             measure=sel(m.CLUSTER_UP),
+        ),
+        AlertRule(
+            "SparkmirrorFailoverNotReady",
+            clusters(f"{sel(m.FAILOVER_BLOCKED)} == 1"),
+            t.failover_not_ready_for, "warning",
+            "Group {{ $labels.group }} cannot fail over to the target of {{ $labels.flow }} now "
+            "({{ $labels.reason }})",
+            "A consumer of group {{ $labels.group }} failing over to the target of {{ $labels.flow }} now would "
+            f"{_failover_consequence()}. The monitor's /api/status says which partitions and how many records.",
+            measure=sel(m.FAILOVER_BLOCKED),
+        ),
+        AlertRule(
+            "SparkmirrorRetentionHeadroomLow",
+            f"{sel(m.FLOW_RETENTION_HEADROOM)} and on (flow) {sel(m.FLOW_RETENTION_LOW)} > 0",
+            t.retention_headroom_low_for, "critical",
+            "Source retention may soon delete records flow {{ $labels.flow }} has not copied",
+            "In {{ $value | humanizeDuration }} the source's retention.ms may delete records of "
+            "{{ $labels.flow }} that are not on the target yet (the lowest headroom over its partitions, "
+            "below the monitor's --retention-headroom-warn or half the topic's retention): once deleted they "
+            "are missing from the disaster-recovery copy for good.",
+            measure=sel(m.FLOW_RETENTION_HEADROOM),
         ),
     )
 

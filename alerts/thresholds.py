@@ -67,6 +67,16 @@ class Thresholds:
     flow_stalled_for: str = "5m"
     flow_error_for: str = "2m"
 
+    #: A group that cannot fail over (sparkmirror_failover_blocked: the monitor decides
+    #: with its --failover-max-reread-* limits) for this long. MM2 checkpoints every
+    #: 60 s by default and the monitor reads committed offsets every 30 s, so a shorter
+    #: blip is the normal rhythm of a busy group, not a problem.
+    failover_not_ready_for: str = "10m"
+
+    #: Retention may delete records not yet on the target soon (the monitor counts the
+    #: partitions below --retention-headroom-warn, or half the topic's retention.ms).
+    retention_headroom_low_for: str = "2m"
+
     replicator_down_for: str = "2m"
     #: Shorter than heartbeats_stopped_for on purpose: when a cluster goes away, its alert must be
     #: firing before the alerts of the flows through it, which it inhibits (alerts/alertmanager.yml).

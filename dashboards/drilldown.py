@@ -46,7 +46,44 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Data lost to retention", q.topic_data_lost(),
         "Source records deleted before they were replicated, per topic.", ui.RECORDS), w=4, h=8)
 
+    grid.add(ui.timeseries(
+        "Retention headroom", q.retention_headroom(),
+        "Time until the source's retention.ms may delete a record not yet on the target (oldest "
+        "unreplicated record + retention.ms - now; retention.ms when caught up), least per topic and per "
+        "flow. +Inf (off the chart): nothing is deleted by age.", ui.SECONDS,
+        legend_calcs=["lastNotNull", "min"]), w=10, h=8)
+    grid.add(ui.table(
+        "Least retention headroom: bottom $k partitions", q.bottom_partitions_retention_headroom(),
+        "Partitions closest to losing records not yet on the target to retention.", ui.SECONDS), w=8, h=8)
+    grid.add(ui.stat(
+        "Partitions with low retention headroom", q.retention_low_partitions(),
+        "Partitions below the monitor's --retention-headroom-warn (or half the topic's retention.ms): "
+        "SparkmirrorRetentionHeadroomLow.",
+        thresholds=ui.steps((ui.GREEN, None), (ui.RED, 1)), text_mode="value_and_name"), w=6, h=8)
+
     grid.row("Consumer groups: checkpoints and failover")
+    grid.add(ui.table(
+        "Can fail over now?", q.failover_ready(),
+        "Per group: READY when every partition it commits has a checkpoint that skips nothing and the "
+        "re-read stays within the monitor's --failover-max-reread-* limits. /api/status and the "
+        "monitor's page say it in words.", "none", mappings=ui.up_mappings("READY", "NOT READY")), w=6, h=8)
+    grid.add(ui.table(
+        "Why groups cannot fail over", q.failover_blocked(),
+        "One row per group and reason (docs/monitor-status.md): no-checkpoint, behind-offset-syncs, "
+        "would-skip, past-target-end, reread-records, reread-seconds.", "none"), w=10, h=8)
+    grid.add(ui.stat(
+        "Groups not ready to fail over", q.failover_groups_not_ready(),
+        "Consumer groups of the flow that cannot fail over now.",
+        thresholds=ui.steps((ui.GREEN, None), (ui.RED, 1)), text_mode="value_and_name"), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Failover re-read (seconds)", q.failover_reread_seconds(),
+        "Time span of the records the group would read again if it failed over now (largest over its "
+        "partitions).", ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=12, h=8)
+    grid.add(ui.timeseries(
+        "Failover re-read and skipped (records)", q.failover_reread_records(),
+        "Records the group would read again, and records it has not consumed that it would skip (data "
+        "lost for the group), if it failed over now.", ui.RECORDS, legend_calcs=["lastNotNull", "max"]),
+        w=12, h=8)
     grid.add(ui.timeseries(
         "Checkpoint age per group", q.group_checkpoint_age(),
         "Oldest checkpoint among the group's partitions that are behind; 0 when every checkpoint is "

@@ -173,6 +173,42 @@ def top_partitions_checkpoint_age() -> Query:
     return Query(f"topk($k, {sel(m.CHECKPOINT_AGE, FLOW, GROUP, TOPIC)})", instant=True)
 
 
+def failover_ready() -> Query:
+    return Query(sel(m.FAILOVER_READY, FLOW, GROUP), instant=True)
+
+
+def failover_blocked() -> Query:
+    """The reasons groups cannot fail over now: one row per group and reason that applies."""
+    return Query(f"{sel(m.FAILOVER_BLOCKED, FLOW, GROUP)} == 1", instant=True)
+
+
+def failover_reread_seconds() -> Query:
+    return Query(sel(m.FAILOVER_REREAD_SECONDS, FLOW, GROUP), "{{flow}} {{group}}")
+
+
+def failover_reread_records() -> list[Query]:
+    return [Query(sel(m.FAILOVER_REREAD_RECORDS, FLOW, GROUP), "{{flow}} {{group}} re-read"),
+            Query(sel(m.FAILOVER_SKIPPED_RECORDS, FLOW, GROUP), "{{flow}} {{group}} skipped")]
+
+
+def failover_groups_not_ready() -> Query:
+    return Query(sel(m.FAILOVER_GROUPS_NOT_READY, FLOW), "{{flow}}")
+
+
+# --- drill-down: retention headroom ----------------------------------------------------
+def retention_headroom() -> list[Query]:
+    return [Query(sel(m.TOPIC_RETENTION_HEADROOM, FLOW, TOPIC), "{{flow}} {{topic}}"),
+            Query(sel(m.FLOW_RETENTION_HEADROOM, FLOW), "{{flow}} (least)")]
+
+
+def bottom_partitions_retention_headroom() -> Query:
+    return Query(f"bottomk($k, {sel(m.PARTITION_RETENTION_HEADROOM, FLOW, TOPIC)})", instant=True)
+
+
+def retention_low_partitions() -> Query:
+    return Query(sel(m.FLOW_RETENTION_LOW, FLOW), "{{flow}}")
+
+
 # --- drill-down: replicator -----------------------------------------------------------
 def replicator_up_over_time() -> Query:
     return Query(sel(m.REPLICATOR_UP, FLOW), "{{flow}}")

@@ -231,16 +231,36 @@ def groups_table(flow: dict) -> str:
         ages = [p["age_seconds"] for p in g.get("partitions", []) if p.get("age_seconds") is not None]
         newest = f"{duration(min(ages))} ago" if ages else "none yet"
         behind = duration(g["age_seconds"]) if g.get("age_seconds") else "current"
+        failover = g.get("failover")
+        if failover is None:
+            verdict = '<td class="failover muted">no committed offsets on the source</td>'
+        else:
+            ready = "ready" if failover["ready"] else "not-ready"
+            verdict = f'<td class="failover {ready}">{esc(failover["summary"])}</td>'
         rows.append(f'<tr><td class="name">{esc(g["group"])}</td><td>{badge(g["status"], small=True)}</td>'
                     f'<td class="num">{newest}</td><td class="num">{behind}</td>'
                     f'<td class="num">{count(g.get("lag_records"))}</td>'
-                    f'<td class="num">{count(g.get("missing"))}</td></tr>')
+                    f'<td class="num">{count(g.get("missing"))}</td>{verdict}</tr>')
     return ('<table class="groups"><thead><tr><th>group</th><th>status</th><th class="num">checkpointed</th>'
             '<th class="num" title="oldest checkpoint of a partition the group has moved past">behind for</th>'
             '<th class="num" title="records a consumer failing over now would read again">re-read</th>'
             '<th class="num" title="partitions with a committed offset but no checkpoint">missing</th>'
+            '<th title="what a consumer of the group failing over to the target now would do">failover</th>'
             '</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def retention_figure(retention: dict) -> str:
+    """Least retention headroom of the flow: time until retention may delete unreplicated records."""
+    low = retention.get("low_partitions") or 0
+    if retention.get("unlimited"):
+        value, detail = "unlimited", "no source topic deletes by age"
+    elif retention.get("headroom_seconds") is None:
+        value, detail = "—", "retention settings or oldest record not read yet"
+    else:
+        value = duration(retention["headroom_seconds"])
+        detail = f"{low} partitions low" if low else "before retention deletes unreplicated records"
+    return figure("retention headroom", value, detail, "late" if low else "", "lost" if low else "")
 
 
 def figure(label: str, value: str, detail: str = "", value_class: str = "", detail_class: str = "") -> str:
@@ -271,6 +291,7 @@ def flow_card(flow: dict, history: list[LagPoint]) -> str:
                f"{count(flow.get('replicated_records_total'))} replicated since start"),
         figure("partitions", by_status or "none", f"{count(lost)} records lost to retention",
                detail_class="lost" if lost else ""),
+        retention_figure(flow.get("retention") or {}),
     ]
     return f"""
 <section class="flow s-{esc(str(flow['status']).lower())}" data-flow="{esc(flow['name'])}">
@@ -350,6 +371,7 @@ td.name{font-family:ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:brea
 .tables{display:grid;grid-template-columns:minmax(0,1.15fr) minmax(0,1fr);gap:4px 28px}
 @media (max-width:900px){.tables{grid-template-columns:minmax(0,1fr)}}
 .figure .value.late{color:var(--stop)}
+td.failover{font-size:12px}td.failover.not-ready{color:var(--stop)}td.failover.ready{color:var(--ok)}
 """
 
 SCRIPT = """

@@ -43,6 +43,8 @@ REQUIRED = {
     "undecodable records in internal topics": "SparkmirrorInternalRecordsUndecodable",
     "stale offset-syncs": "SparkmirrorOffsetSyncsStale",
     "records the replicator reports lost": "SparkmirrorReplicatorRecordsLost",
+    "a consumer group cannot fail over now": "SparkmirrorFailoverNotReady",
+    "retention may delete unreplicated records soon": "SparkmirrorRetentionHeadroomLow",
 }
 
 

@@ -17,7 +17,7 @@ from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry, render
 from monitor.exporters.samples import served_specs
-from monitor.state import OffsetsRow, Probe
+from monitor.state import OffsetsRow, Probe, TopicRetention
 from replicator.model.records import Checkpoint, OffsetSync
 from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
 
@@ -32,6 +32,9 @@ def evaluation(granularity: str = "partition"):
     state.set_group_offsets(FLOW, {"billing": {("orders", 0): 6}})
     state.add_sync(FLOW, OffsetSync("orders", 0, 0, 0), int((T0 - 1) * 1000))
     state.add_sync(FLOW, OffsetSync("orders", 0, 9, 9), int((T0 - 1) * 1000))
+    state.set_record_timestamps(FLOW, {("orders", 0, 3): int((T0 - 60) * 1000),
+                                       ("orders", 0, 5): int((T0 - 58) * 1000)}, set())
+    state.set_retention(FLOW, {"orders": TopicRetention(3_600_000, None, True)})
     state.record_duration(FLOW, "offsets", 0.012)
     state.cluster_ok("a")
     state.decode_error("b", "a.heartbeats", "heartbeat")
