@@ -12,6 +12,7 @@ table it prints; a unit test checks the two agree.
 from __future__ import annotations
 
 from monitor import metrics as m
+from monitor.readiness import GroupFailover
 from monitor.evaluator import (ClusterResult, Evaluation, FlowResult, GroupPartitionResult, GroupResult,
                                HeartbeatResult, PartitionResult, TopicResult)
 from monitor.exporters.samples import samples
@@ -32,23 +33,24 @@ def synthetic_evaluation(partitions: int = PARTITIONS, topics: int = TOPICS, gro
         topic = f"topic-{i // per_topic:04d}"
         parts.append(PartitionResult(topic, i % per_topic, f"src.{topic}", "STALL" if bad else "OK", [],
                                      0, 100, 100, 90 if bad else 100, "sync", 10 if bad else 0,
-                                     60.0 if bad else 0.0, None, 0, 0.0))
-    topic_results = [TopicResult(f"topic-{t:04d}", f"src.topic-{t:04d}", "OK", per_topic, 0, 0.0, 0)
-                     for t in range(topics)]
+                                     60.0 if bad else 0.0, None, 0, 0.0, retention_headroom_seconds=3600.0))
+    topic_results = [TopicResult(f"topic-{t:04d}", f"src.topic-{t:04d}", "OK", per_topic, 0, 0.0, 0,
+                                 retention_headroom_seconds=3600.0) for t in range(topics)]
     group_results = []
     for g in range(groups):
         gps = [GroupPartitionResult(p.topic, p.target_topic, p.partition,
                                     "stale" if every and i % every == 0 else "ok", 100, 100, 100, 100,
                                     5 if every and i % every == 0 else 0, 30.0)
                for i, p in enumerate(parts)]
-        group_results.append(GroupResult(f"group-{g:02d}", "OK", [], 0, 0.0, 0, gps))
+        failover = GroupFailover(True, [], "can fail over now: would re-read 5 records (1.0 s)", 5, 1.0, 0)
+        group_results.append(GroupResult(f"group-{g:02d}", "OK", [], 0, 0.0, 0, gps, failover))
     heartbeat = HeartbeatResult("src.heartbeats", True, 2.0, 1.0, 0, 10, [0] * (len(m.LATENCY_BUCKETS) + 1),
                                 0.0, 0, None, False)
     by_status = {s: 0 for s in m.STATUSES}
     for p in parts:
         by_status[p.status] += 1
     flow = FlowResult("src->dst", "src", "dst", "OK", [], True, heartbeat, 1.0, 0, 0, 0.0, 0, 0, 0, {}, by_status,
-                      parts, topic_results, group_results, {"offsets": 0.1})
+                      parts, topic_results, group_results, {"offsets": 0.1}, retention_headroom_seconds=3600.0)
     clusters = [ClusterResult(a, True, None, 0.0, 0) for a in ("src", "dst")]
     return Evaluation(0.0, 0.0, "OK", [flow], clusters, {}, "partition", series=series)
 
