@@ -16,8 +16,10 @@ earliest offset.
 from __future__ import annotations
 
 import json
-import re
 import logging
+import os
+import re
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -129,6 +131,8 @@ class FlowReplicator:
         self._slow_reported_at = 0.0
         self._last_job_seen = -1
         self._source_options = self._spark_source_options()
+        # The direct source plans no new batch while this file exists (see _stop_query).
+        self._stop_flag = Path(tempfile.gettempdir()) / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping"
 
     @property
     def name(self) -> str:
@@ -195,6 +199,7 @@ class FlowReplicator:
 
     def _start_query(self) -> None:
         self.stopping = False
+        self._stop_flag.unlink(missing_ok=True)
         if not self.assignment:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return
@@ -236,7 +241,8 @@ class FlowReplicator:
         spec = SourceSpec(wspec, tuple(sorted((k, str(v)) for k, v in conf.items())),
                           tuple(sorted(self.assignment.items())), starting, self.max_records_per_batch,
                           tasks=max(1, self.spark.sparkContext.defaultParallelism),
-                          admin_config=tuple(sorted((k, str(v)) for k, v in admin_conf.items())))
+                          admin_config=tuple(sorted((k, str(v)) for k, v in admin_conf.items())),
+                          stop_flag=str(self._stop_flag))
         name = "sparkmirror_" + "".join(c if c.isalnum() else "_" for c in self.name)
         self.spark.dataSource.register(make_source_class(spec, name))
         return self.spark.readStream.format(name).load()
@@ -270,6 +276,9 @@ class FlowReplicator:
         if q is not None:
             # Prefer stopping between batches: a stop mid-batch abandons the batch (it is
             # replayed later, so duplicates) and makes Spark log the interruption as an error.
+            # The direct source sees the flag and plans no new batch, so the running one is
+            # the last (Spark's Kafka source keeps planning: there the wait is only a grace).
+            self._stop_flag.touch()
             deadline = time.monotonic() + GRACEFUL_STOP_S
             while time.monotonic() < deadline:
                 try:
@@ -282,6 +291,7 @@ class FlowReplicator:
                 q.stop()
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed
                 log.debug("flow %s: stop: %s", self.name, exc)
+            self._stop_flag.unlink(missing_ok=True)
 
     def restart_query(self) -> None:
         with self._query_lock:

@@ -3,8 +3,9 @@
 Lifecycle in one place: build the Spark session, prepare each flow (internal
 topics, mirror topics before records), start one streaming query per flow, run
 the control-plane loops (heartbeats, topic refresh) on driver threads, and stop
-everything cleanly on SIGTERM / Ctrl-C — the running batch is abandoned (it will
-be replayed from the checkpoint: duplicates, never loss) and the exit code is 0.
+everything cleanly on SIGTERM / Ctrl-C — no new batch is planned, the running one
+finishes (or, after 10 s, is abandoned and replayed from the checkpoint: duplicates,
+never loss), then the control plane and Spark stop; the exit code is 0.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class ReplicatorJob:
 
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):
-            log.info("received %s: stopping; the running batch finishes within 10 s or is abandoned (replayed on restart)", signal.Signals(signum).name)
+            log.info("received %s: stopping; no new batch starts, the running one finishes within 10 s or is abandoned (replayed on restart)", signal.Signals(signum).name)
             self.stop_event.set()
 
         if threading.current_thread() is threading.main_thread():

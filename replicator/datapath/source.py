@@ -25,6 +25,8 @@ is reported (log line with the count), never skipped silently.
 
 from __future__ import annotations
 
+import os
+
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -66,6 +68,9 @@ class SourceSpec:
     max_records_per_batch: int | None = None
     tasks: int = 2  # Spark tasks per batch: the cores Spark has (spark.default.parallelism)
     admin_config: tuple[tuple[str, str], ...] = ()  # librdkafka settings of the source's admin client
+    # A file on the driver whose existence means "the query is stopping": plan no new batch,
+    # so the running one is the last and the query can be stopped between batches.
+    stop_flag: str = ""
 
 
 def _consumer(spec: SourceSpec):
@@ -156,6 +161,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         self.spec = spec
         self._admin = None
         self._planned: dict[str, dict[str, int]] | None = None
+        self._latest: dict[str, dict[str, int]] | None = None  # the end of the newest planned batch
 
     # offsets are {topic: {partition (str): offset}}; JSON keys are strings
     def _source_admin(self):
@@ -189,6 +195,10 @@ class MirrorStreamReader(DataSourceStreamReader):
     def latestOffset(self) -> dict:
         from confluent_kafka.admin import OffsetSpec
 
+        if self._latest is not None and self.spec.stop_flag and os.path.exists(self.spec.stop_flag):
+            # Stopping: nothing new, so Spark starts no further batch (the same end as the last
+            # planned one is "no new data"); what is not planned stays for the next start.
+            return self._latest
         try:
             latest = self._list(OffsetSpec.latest)
         except Exception as exc:
@@ -198,6 +208,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         cap = self.spec.max_records_per_batch
         if cap and self._planned is not None:
             latest = _capped(self._planned, latest, cap)
+        self._latest = latest
         return latest
 
     def partitions(self, start: dict, end: dict):

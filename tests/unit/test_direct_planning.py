@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from hypothesis import given, strategies as st
 
 from replicator.datapath.source import EARLIEST, _capped, group_ranges
@@ -44,3 +46,25 @@ def test_cap_shares_the_budget_by_backlog_and_moves_every_lagging_partition():
 def test_no_cap_needed_returns_latest_unchanged():
     latest = {"t": {"0": 10, "1": 20}}
     assert _capped({"t": {"0": 0, "1": 0}}, latest, 1000) == latest
+
+
+def test_a_stopping_source_plans_no_new_batch(tmp_path):
+    """Once the stop flag exists, latestOffset repeats the newest planned end ("no new data"),
+    so Spark starts no further batch and the query stops between batches."""
+    from replicator.datapath.source import MirrorStreamReader, SourceSpec
+
+    flag = tmp_path / "stopping"
+    spec = SourceSpec(writer=SimpleNamespace(source_alias="a"), consumer_config=(), assignment=(("t", 2),),
+                      starting=(), stop_flag=str(flag))
+    reader = MirrorStreamReader(spec)
+    reader._latest = {"t": {"0": 10, "1": 20}}
+    reader._source_admin = lambda: (_ for _ in ()).throw(AssertionError("asked the cluster while stopping"))
+    flag.touch()
+    assert reader.latestOffset() == {"t": {"0": 10, "1": 20}}
+    flag.unlink()
+    try:  # without the flag it reads the cluster's end offsets again
+        reader.latestOffset()
+    except RuntimeError as exc:
+        assert "asked the cluster" in str(exc)
+    else:
+        raise AssertionError("latestOffset did not read the end offsets without the stop flag")
