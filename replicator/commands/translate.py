@@ -60,9 +60,12 @@ def run(args: argparse.Namespace) -> int:
     topic = flow.policy.checkpoints_topic(flow.source)
     stored, bad, present = read_checkpoints(config, flow, group=args.group)
     if not present:
+        hint = (f"run the replicator (sparkmirror or MM2) for {flow.name} with emit.checkpoints.enabled"
+                if flow.emit_offset_syncs_enabled else
+                f"{flow.name} has emit.offset-syncs.enabled = false: without offset-syncs neither MM2 nor "
+                "sparkmirror emits checkpoints for it")
         raise ClusterError(f"{topic} does not exist, so there are no checkpoints to translate with",
-                           cluster=flow.target, topic=topic,
-                           hint=f"run the replicator (sparkmirror or MM2) for {flow.name} with emit.checkpoints.enabled")
+                           cluster=flow.target, topic=topic, hint=hint)
     mine = stored.get(args.group, {})
     if bad:
         print(f"sparkmirror: warning: {bad} undecodable records in {topic} were skipped", file=sys.stderr)

@@ -37,8 +37,10 @@ def clients_of(flow: FlowConfig) -> list[tuple[str, str, str]]:
                (flow.target, "producer", "records, checkpoints, heartbeats"),
                (flow.source, "admin", "topic and ACL listing"),
                (flow.target, "admin", "topic creation, config and group offset sync")]
-    clients.append((flow.source, "producer", "offset-syncs") if syncs_on_source else
-                   (flow.target, "consumer", "offset-syncs"))
+    if not syncs_on_source:
+        clients.append((flow.target, "consumer", "offset-syncs"))
+    elif flow.emit_offset_syncs_enabled:  # emit.offset-syncs.enabled = false: nothing writes them
+        clients.append((flow.source, "producer", "offset-syncs"))
     return clients
 
 

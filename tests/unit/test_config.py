@@ -475,6 +475,9 @@ def test_no_offset_syncs_means_no_checkpoints_as_in_mm2():
     cfg = config("a->b.enabled = true\na->b.emit.offset-syncs.enabled = false\n")
     assert cfg.flow("a", "b").emit_offset_syncs_enabled is False
     assert "emits no checkpoints either" in warning_lines(cfg)[5]
+    from replicator.model.flowclients import clients_of
+
+    assert ("a", "producer", "offset-syncs") not in clients_of(cfg.flow("a", "b"))  # nothing writes them
 
 
 def test_no_offset_syncs_with_offset_syncs_settings_is_refused_as_mm2_refuses_it():
