@@ -59,7 +59,11 @@ def register(subparsers) -> None:
                         "(tls_server_config: cert_file, key_file, client_ca_file, client_auth_type; "
                         "basic_auth_users: name -> bcrypt hash); /healthz needs no credentials")
     p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
-                   help="refresh of end offsets, positions and seconds lag, and of the status (default 5)")
+                   help="refresh of the status, of source log start offsets and of the samples behind the "
+                        "trend rules (STALL, growing lag; default 5)")
+    p.add_argument("--positions-interval", type=float, default=0.2, metavar="SECONDS",
+                   help="refresh of end offsets, replicated positions and seconds lag (default 0.2; the "
+                        "refresh never takes more than half the time: it waits at least as long as it took)")
     p.add_argument("--groups-interval", type=float, default=30.0, metavar="SECONDS",
                    help="refresh of consumer-group committed offsets on the sources (default 30)")
     p.add_argument("--metadata-interval", type=float, default=30.0, metavar="SECONDS",
@@ -108,7 +112,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     from replicator.webconfig import load_web_config
 
     host, port = parse_listen(args.listen)
-    for name in ("interval", "groups_interval", "metadata_interval", "timeout"):
+    for name in ("interval", "positions_interval", "groups_interval", "metadata_interval", "timeout"):
         if getattr(args, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be more than 0 seconds")
     if args.window < 2:
@@ -117,7 +121,8 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more")
     return MonitorOptions(
-        host=host, port=port, interval=args.interval, groups_interval=args.groups_interval,
+        host=host, port=port, interval=args.interval, positions_interval=args.positions_interval,
+        groups_interval=args.groups_interval,
         metadata_interval=args.metadata_interval, timeout=args.timeout, granularity=args.granularity,
         series=args.series,
         window=args.window, heartbeat_timeout=args.heartbeat_timeout, checkpoint_timeout=args.checkpoint_timeout,

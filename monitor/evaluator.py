@@ -177,20 +177,7 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                settings: EvaluatorSettings) -> PartitionResult:
     position = part.position.offset
     lag = lagmath.records_lag(position, part.source_start, part.source_end)
-    lag_seconds: float | None = None
-    oldest_ms = None
-    probe = part.probe
-    if lag == 0:
-        lag_seconds = 0.0
-    elif lag is not None and probe is not None and probe.position == position:
-        if probe.offset is None:
-            # Nothing but markers or compacted-away offsets past the position: caught up.
-            if probe.source_end >= (part.source_end or 0):
-                lag, lag_seconds = 0, 0.0
-        else:
-            lag = max(0, part.source_end - probe.offset)
-            oldest_ms = probe.timestamp_ms
-            lag_seconds = max(0.0, now - probe.timestamp_ms / 1000.0) if lag else 0.0
+    lag, lag_seconds, oldest_ms = _seconds_lag(part, lag, now)
     lost = lagmath.lost_range(position, part.source_start)
     lost_records = lost[1] - lost[0] if lost else 0
 
@@ -224,6 +211,35 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
                            part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
                            oldest_ms, lost_records, part.read_at)
+
+
+def _seconds_lag(part: PartitionState, lag: int | None, now: float) -> tuple[int | None, float | None, int | None]:
+    """(records lag, seconds lag, timestamp of the oldest record not yet copied) from the newest probe.
+
+    A probe of the current position and end is exact. One that is older (the position
+    moved, or the source grew past a probe that found nothing, and the next probe is in
+    flight) still bounds the answer: the oldest record missing now is no older than the one
+    it found, or than the moment it found nothing missing, so that age is reported and keeps
+    growing with the clock until the next probe corrects it (a partition never drops out
+    of the flow's figure between two probes).
+    """
+    if lag == 0:
+        return 0, 0.0, None
+    probe = part.probe
+    if lag is None or probe is None or part.position.offset is None:
+        return lag, None, None
+    position, end = part.position.offset, part.source_end or 0
+    if probe.offset is None:
+        if probe.position == position and probe.source_end >= end:
+            return 0, 0.0, None  # nothing but markers or compacted-away offsets past the position
+        return lag, max(0.0, now - probe.read_at), None
+    if position <= probe.offset:
+        # The record found is still the first at or after the position (exact even when the position
+        # moved within the gap before it): records lag counts from it, skipping markers.
+        lag = max(0, end - probe.offset)
+        if not lag:
+            return 0, 0.0, None
+    return lag, max(0.0, now - probe.timestamp_ms / 1000.0), probe.timestamp_ms
 
 
 _UNKNOWN_REASONS = {

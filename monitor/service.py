@@ -9,8 +9,8 @@ One service per mm2.properties. Starting it builds, in data-flow order:
    spans), the RetentionCollector (source topics' retention settings), and the
    EndOffsetCollector with the source cluster's LagProbe;
 3. the evaluator loop, which turns the MonitorState into an Evaluation every
-   interval (and on demand when a request finds the last one older than a
-   second);
+   interval (and on demand when a request finds the last one older than
+   ``positions_interval``);
 4. the exporters: Prometheus registry, OpenTelemetry instruments, and the
    aiohttp server.
 
@@ -60,7 +60,7 @@ class MonitorService:
         # Client settings are translated now, so a config problem stops the start (exit 2).
         self._client_configs = {a: (librdkafka_client(config, a, "admin"), librdkafka_client(config, a, "consumer"))
                                 for a in aliases}
-        self.state = MonitorState(self.flows, aliases, window=options.window)
+        self.state = MonitorState(self.flows, aliases, window=options.window, sample_every=options.interval)
         self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
                                           checkpoint_timeout=options.checkpoint_timeout,
                                           groups_interval=options.groups_interval,
@@ -89,7 +89,9 @@ class MonitorService:
 
     async def fresh_evaluation(self) -> Evaluation:
         ev = self._evaluation
-        if ev is None or time.time() - ev.generated_at > min(1.0, self.options.interval):
+        # Seconds lag ages with the clock between two reads of the positions: an answer never
+        # comes from an evaluation older than one read of the positions.
+        if ev is None or time.time() - ev.generated_at > min(self.options.positions_interval, self.options.interval):
             ev = self.evaluate_now()
         return ev
 

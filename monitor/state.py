@@ -13,7 +13,7 @@ import bisect
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from monitor import metrics
 from monitor.lag import Position, lost_range, records_lag, replicated_position
@@ -60,6 +60,10 @@ class Probe:
 
     ``offset``/``timestamp_ms`` are None when the source had no record there
     (the partition ended first: only markers or nothing past the position).
+    A read of the end offsets that finds a partition caught up stores one of
+    those too: it is the last moment the partition was known to lack nothing.
+    A probe stays until a newer one replaces it, so a partition whose position
+    moved keeps its last-known seconds lag while the next probe is in flight.
     """
 
     position: int
@@ -170,8 +174,11 @@ class MonitorState:
     """Everything collected so far, for every cluster and flow."""
 
     def __init__(self, flows: list[WatchedFlow], clusters: list[str], *, window: int = 10,
-                 clock: Callable[[], float] = time.time) -> None:
+                 sample_every: float = 0.0, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
+        # Positions are read several times a second; the trend rules (STALL, growing lag) count
+        # samples of a partition, taken at most once per ``sample_every`` (the status interval).
+        self.sample_every = sample_every
         self.started_at = clock()
         self.clusters = {alias: ClusterHealth(alias) for alias in clusters}
         self.flows = {f.name: FlowState(f, self.started_at, window=window) for f in flows}
@@ -273,6 +280,18 @@ class MonitorState:
             if part is None:
                 part = state.partitions[key] = PartitionState(row.topic, row.partition, row.target_topic,
                                                               window=deque(maxlen=state.window))
+            elif (part.read_at is not None and part.source_end == row.source_end and part.target_end == row.target_end
+                  and part.sync == row.sync and part.source_start == row.source_start):
+                # Nothing moved (most partitions, most of the time): only the time of the read changes.
+                part.read_at = at
+                window = part.window
+                if window and at - window[-1].at >= self.sample_every:
+                    last = window[-1]
+                    window.append(Sample(at, last.position, last.lag, last.source_end))
+                continue
+            was_caught_up = records_lag(part.position.offset, part.source_start, part.source_end) == 0 \
+                and part.probe is not None and part.probe.offset is None
+            previous_read_at = part.read_at
             position = replicated_position(row.sync, row.target_end, row.source_start, row.source_end,
                                            syncs_enabled=state.watch.offset_syncs_enabled)
             if part.read_at is not None:
@@ -290,11 +309,15 @@ class MonitorState:
             part.target_topic = row.target_topic
             part.source_start, part.source_end, part.target_end = row.source_start, row.source_end, row.target_end
             part.sync, part.position, part.read_at = row.sync, position, at
-            if part.probe is not None and part.probe.position != position.offset:
-                part.probe = None
             if row.source_end is not None:
                 lag = records_lag(position.offset, row.source_start, row.source_end)
-                part.window.append(Sample(at, position.offset, lag, row.source_end))
+                if lag == 0:
+                    part.probe = Probe(position.offset, None, None, row.source_end, at)
+                elif was_caught_up:
+                    # Caught up until the previous read: what is missing now was written after it.
+                    part.probe = replace(part.probe, read_at=previous_read_at)
+                if not part.window or at - part.window[-1].at >= self.sample_every:
+                    part.window.append(Sample(at, position.offset, lag, row.source_end))
         for key in [k for k in state.partitions if k not in seen]:
             del state.partitions[key]
         state.partitions_read_at = at
@@ -303,7 +326,9 @@ class MonitorState:
         state = self.flows[flow]
         state.probes_total += 1
         part = state.partitions.get(key)
-        if part is not None and part.position.offset == probe.position:
+        if part is None or part.position.offset is None or probe.position > part.position.offset:
+            return  # gone, or the position went back (topic re-created): the probe is of another log
+        if part.probe is None or probe.read_at >= part.probe.read_at:
             part.probe = probe
 
     def set_retention(self, flow: str, retention: dict[str, TopicRetention]) -> None:

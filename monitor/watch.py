@@ -28,7 +28,8 @@ class MonitorOptions:
 
     host: str = "127.0.0.1"
     port: int = 9464
-    interval: float = 5.0            # end offsets, positions, lag probes
+    interval: float = 5.0            # status, source log starts, trend-rule samples
+    positions_interval: float = 0.2  # end offsets, replicated positions, seconds-lag probes
     groups_interval: float = 30.0    # consumer-group committed offsets on the source
     metadata_interval: float = 30.0  # topic/partition discovery
     timeout: float = 10.0            # one request to one cluster

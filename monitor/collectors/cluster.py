@@ -17,7 +17,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from monitor.state import MonitorState
@@ -121,8 +121,12 @@ class ClusterClient:
         md = self.admin().list_topics(timeout=self.timeout)
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
-    def list_offsets(self, partitions: list[tuple[str, int]], spec: str) -> dict[tuple[str, int], int]:
+    def list_offsets(self, partitions: list[tuple[str, int]], spec: str,
+                     committed: bool = False) -> dict[tuple[str, int], int]:
         """Earliest or latest offset of each partition, in one batched ListOffsets request.
+
+        ``committed``: the latest offset is the last stable offset (what a read_committed
+        consumer can read up to: below any open transaction) instead of the high watermark.
 
         A partition that fails on its own (a leader moving: NOT_LEADER) is left out
         of the result and keeps its previous figures; only when every partition
@@ -132,8 +136,9 @@ class ClusterClient:
         if not partitions:
             return {}
         make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
+        isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
         futures = self.admin().list_offsets({TopicPartition(t, p): make() for t, p in partitions},
-                                            request_timeout=self.timeout)
+                                            isolation_level=isolation, request_timeout=self.timeout)
         deadline = time.monotonic() + self.timeout + 1
         out = {}
         first_error: Exception | None = None
@@ -148,12 +153,6 @@ class ClusterClient:
             log.debug("ListOffsets on %s: %d of %d partitions failed (%s)", self.alias,
                       len(partitions) - len(out), len(partitions), describe(first_error))
         return out
-
-    def source_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(log start, end) of each partition that answered both."""
-        starts = self.list_offsets(partitions, "earliest")
-        ends = self.list_offsets(partitions, "latest")
-        return {key: (starts[key], ends[key]) for key in partitions if key in starts and key in ends}
 
     def topic_configs(self, topics: list[str], names: tuple[str, ...]) -> dict[str, dict[str, str]]:
         """The named config values of each topic, in one DescribeConfigs request.

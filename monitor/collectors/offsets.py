@@ -1,12 +1,22 @@
-"""EndOffsetCollector: the end offsets behind records lag, once per refresh interval.
+"""EndOffsetCollector: the end offsets behind records lag and the replicated positions.
 
-Per refresh and flow: topic metadata of both clusters (every
-``metadata_interval``), then one batched ListOffsets (latest) on the target and
-two (earliest, latest) on the source, whatever the number of partitions. The
-order matters: the newest offset-sync is taken first, then the target end
-offset, then the source offsets, so the computed position (monitor.lag) is
-never ahead of the source end it is compared with. Then the LagProbe reads the
-first unreplicated record of each lagging partition whose position moved.
+Two loops per flow, so that the cost of a refresh follows what changed:
+
+- the positions loop, every ``positions_interval`` (default 0.25 s): one
+  batched ListOffsets (latest) on the target and one on the source, whatever
+  the number of partitions, then the LagProbe for the lagging partitions whose
+  position moved (in the background: a slow probe never delays the next read
+  of positions). The order matters: the newest offset-sync is taken first (the
+  syncs are streamed by the OffsetSyncCollector, nothing to read), then the
+  target end offset, then the source, so the computed position (monitor.lag) is
+  never ahead of the source end it is compared with. The source end is the
+  last stable offset, not the high watermark: the replicator reads committed
+  records only, so an open or aborted transaction at the end of a partition is
+  not lag. The loop waits at least as long as its last round took, so it never
+  takes more than half of its cluster's time.
+- the metadata loop, every ``interval``: topic metadata of both clusters (every
+  ``metadata_interval``) and the source log start offsets (data loss, lag of a
+  partition with nothing copied yet), which move far less often.
 
 A refresh that fails on either cluster records nothing: the previous figures
 stay (with their ``read_at``) and the cluster shows as down.
@@ -14,6 +24,7 @@ stay (with their ``read_at``) and the cluster shows as down.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -24,6 +35,9 @@ from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import MonitorOptions, WatchedFlow
 
 log = logging.getLogger(__name__)
+
+#: (source topic, partition, mirror topic, the mirror partition exists)
+Watched = tuple[str, int, str, bool]
 
 
 class EndOffsetCollector:
@@ -39,48 +53,80 @@ class EndOffsetCollector:
         self.probe = probe
         self._source_topics: dict[str, int] | None = None
         self._target_topics: dict[str, int] | None = None
+        self._watched: list[Watched] | None = None
+        self._starts: dict[tuple[str, int], int] = {}
         self._metadata_at = float("-inf")
         self._created = time.monotonic()
+        self._probing: asyncio.Task | None = None
 
     async def run(self) -> None:
-        await refresh_forever(self.refresh, self.options.interval, self.state, self.flow.name, self.name,
-                              f"refreshing end offsets of {self.flow.name} failed", log)
+        try:
+            await asyncio.gather(
+                refresh_forever(self.refresh_metadata, self.options.interval, self.state, self.flow.name,
+                                "metadata", f"reading topic metadata of {self.flow.name} failed", log),
+                refresh_forever(self.refresh, self.options.positions_interval, self.state, self.flow.name,
+                                self.name, f"refreshing end offsets of {self.flow.name} failed", log,
+                                idle_ratio=1.0))
+        finally:
+            if self._probing is not None:
+                self._probing.cancel()
 
-    async def refresh(self) -> None:
+    async def refresh_metadata(self) -> None:
+        """Topics and partitions (every ``metadata_interval``) and the source log start offsets."""
         now = time.monotonic()
-        fs = self.state.flows[self.flow.name]
-        if not fs.syncs_loaded and now - self._created < self.options.timeout:
-            return  # positions need the offset-syncs read to their end first; don't report a false "unknown"
         if self._source_topics is None or now - self._metadata_at >= self.options.metadata_interval:
-            self._source_topics = await self.source.call(self.source.topic_partitions)
-            self._target_topics = await self.target.call(self.target.topic_partitions)
-            self._metadata_at = now
-        watched = []
-        for topic in sorted(self._source_topics):
-            if self.flow.watches_topic(topic, self.options.topic_filter):
-                remote = self.flow.remote_topic(topic)
-                mirrored = self._target_topics.get(remote, 0)
-                watched.extend((topic, p, remote, p < mirrored) for p in range(self._source_topics[topic]))
-        syncs = {(t, p): fs.syncs.get((t, p)) for t, p, _, _ in watched}
+            source_topics = await self.source.call(self.source.topic_partitions)
+            target_topics = await self.target.call(self.target.topic_partitions)
+            self._source_topics, self._target_topics, self._metadata_at = source_topics, target_topics, now
+            watched = []
+            for topic in sorted(source_topics):
+                if self.flow.watches_topic(topic, self.options.topic_filter):
+                    remote = self.flow.remote_topic(topic)
+                    mirrored = target_topics.get(remote, 0)
+                    watched.extend((topic, p, remote, p < mirrored) for p in range(source_topics[topic]))
+            self._watched = watched
+        parts = [(t, p) for t, p, _, _ in self._watched]
         # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
         # or a cluster that went down since the metadata was read would show as reachable again.
+        starts = await self.source.call(self.source.list_offsets, parts, "earliest") if parts else {}
+        self._starts = {key: starts.get(key, self._starts.get(key)) for key in parts
+                        if key in starts or key in self._starts}
+
+    async def refresh(self) -> None:
+        """End offsets and positions of the watched partitions, then probe what moved."""
+        fs = self.state.flows[self.flow.name]
+        if not fs.syncs_loaded and time.monotonic() - self._created < self.options.timeout:
+            return  # positions need the offset-syncs read to their end first; don't report a false "unknown"
+        watched, starts = self._watched, self._starts
+        if watched is None or (watched and not starts):
+            return  # the metadata loop has not answered yet
+        syncs = {(t, p): fs.syncs.get((t, p)) for t, p, _, _ in watched}
         target_parts = [(remote, p) for _, p, remote, exists in watched if exists]
         target_ends = await self.target.call(self.target.list_offsets, target_parts, "latest") \
             if target_parts else {}
         source_parts = [(t, p) for t, p, _, _ in watched]
-        source = await self.source.call(self.source.source_offsets, source_parts) if source_parts else {}
+        source_ends = await self.source.call(self.source.list_offsets, source_parts, "latest", True) \
+            if source_parts else {}
         at = time.time()
         rows, unread = [], set()
         for t, p, remote, exists in watched:
-            if (t, p) not in source or (exists and (remote, p) not in target_ends):
-                unread.add((t, p))  # this partition failed alone: keep its previous figures
+            key = (t, p)
+            if key not in source_ends or key not in starts or (exists and (remote, p) not in target_ends):
+                unread.add(key)  # this partition failed alone (or is new): keep its previous figures
                 continue
-            rows.append(OffsetsRow(t, p, remote, *source[(t, p)], target_ends.get((remote, p)), syncs[(t, p)]))
+            rows.append(OffsetsRow(t, p, remote, starts[key], source_ends[key], target_ends.get((remote, p)),
+                                   syncs[key]))
         self.state.record_offsets(self.flow.name, rows, at, keep=unread)
-        if self.probe is not None:
-            probe_started = time.monotonic()
+        if self.probe is not None and (self._probing is None or self._probing.done()):
+            self._probing = asyncio.create_task(self._probe())
+
+    async def _probe(self) -> None:
+        started = time.monotonic()
+        try:
             await self.probe.refresh(self.flow.name)
-            self.state.record_duration(self.flow.name, "lag_probe", time.monotonic() - probe_started)
+        except Exception:
+            log.exception("reading the oldest unreplicated records of %s failed", self.flow.name)
+        self.state.record_duration(self.flow.name, "lag_probe", time.monotonic() - started)
 
     def forget_metadata(self) -> None:
         """Re-read topic metadata at the next refresh (new topics, grown partitions)."""

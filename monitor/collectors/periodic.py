@@ -12,8 +12,13 @@ from monitor.state import MonitorState
 
 
 async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: float, state: MonitorState,
-                          flow: str, collector: str, failure: str, log: logging.Logger) -> None:
+                          flow: str, collector: str, failure: str, log: logging.Logger,
+                          idle_ratio: float = 0.0) -> None:
     """Call ``refresh`` every ``interval`` seconds and record how long each round took.
+
+    ``idle_ratio``: after a round, wait at least that many times as long as it took, so a
+    refresh that got slow (many partitions, a loaded cluster) spaces itself out instead of
+    running back to back.
 
     An unreachable cluster is already shown by the cluster client; any other failure is
     logged with ``failure`` and the loop goes on.
@@ -28,4 +33,4 @@ async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: floa
             log.exception(failure)
         elapsed = time.monotonic() - started
         state.record_duration(flow, collector, elapsed)
-        await asyncio.sleep(max(0.05, interval - elapsed))
+        await asyncio.sleep(max(0.05, interval - elapsed, idle_ratio * elapsed))

@@ -4,9 +4,13 @@ Seconds lag is ``now - timestamp`` of the first source record at or after the
 replicated position: that record's real timestamp, read from the source, not
 an interpolation from offsets. Reading it costs one fetch per lagging
 partition, so it is done only when the position of a lagging partition moved
-since the last probe: while a partition is stalled, the same record is still
+since the last probe (or, when the last probe found nothing to copy, when the
+source grew since): while a partition is stalled, the same record is still
 the oldest one missing and its cached timestamp keeps giving the right, growing
 age at no cost. A caught-up partition is never probed (its lag is 0 s).
+
+The probe reads ``read_committed``, as the replicator does: records of aborted
+or still open transactions are never copied, so they are not lag either.
 
 Cost: one assign + fetch round for all probed partitions of a flow per refresh,
 with ``max.partition.fetch.bytes`` at 1 KiB so the broker returns one record
@@ -24,7 +28,16 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
 from monitor.lag import records_lag
-from monitor.state import MonitorState, Probe
+from monitor.state import MonitorState, PartitionState, Probe
+
+
+def needs_probe(part: PartitionState) -> bool:
+    """The cached probe does not answer for the partition's current position and end."""
+    probe = part.probe
+    if probe is None or probe.position != part.position.offset:
+        return True
+    # Nothing was there to copy when it was read: records written since need a new look.
+    return probe.offset is None and probe.source_end < (part.source_end or 0)
 
 
 class LagProbe:
@@ -38,8 +51,7 @@ class LagProbe:
         todo = []
         for key, part in fs.partitions.items():
             position = part.position.offset
-            lagging = records_lag(position, part.source_start, part.source_end)
-            if lagging and (part.probe is None or part.probe.position != position):
+            if records_lag(position, part.source_start, part.source_end) and needs_probe(part):
                 todo.append((key, position, part.source_end))
         if not todo:
             return
@@ -56,6 +68,7 @@ class LagProbe:
                 "max.partition.fetch.bytes": 1024,
                 "queued.max.messages.kbytes": 1024,
                 "fetch.wait.max.ms": 50,
+                "isolation.level": "read_committed",
             })
         consumer = self._consumer
         pending = {key: (position, end) for key, position, end in todo}

@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
@@ -272,5 +272,35 @@ def test_garbage_on_internal_topics_is_counted_logged_once_and_skipped(kafka_clu
             flow = mon.flow(f.name)
             assert partition_of(flow, f.topic, 0)["lag_records"] == 0
             assert flow["offset_sync"]["received_total"] == 1
+    finally:
+        f.stop_heartbeats()
+
+
+def test_a_partition_ending_in_an_aborted_transaction_is_caught_up_not_stalled(kafka_clusters, tmp_path, unique):
+    """The replicator reads committed records only: an aborted tail is never copied, and is no lag."""
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 5)
+    f.copy(0, 5, now_ms)
+    f.sync(0, 0, 0)
+    txn = Producer({"bootstrap.servers": f.primary, "transactional.id": f"aborting-{unique}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for _ in range(3):
+        txn.produce(f.topic, b"never committed", partition=0)
+    txn.flush(30)
+    txn.abort_transaction(30)  # offsets 5-7 aborted, 8 the abort marker: high watermark 9
+    f.start_heartbeats()
+    try:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
+            mon.wait_for(lambda s: s["flows"][0]["partitions"] and s["flows"][0]["partitions"][0]["source_end"] == 9,
+                         20, "source end offsets read")
+            time.sleep(4 * 0.5 + 1)  # more than the window (4 refreshes of 0.5 s): a stall would show by now
+            flow = mon.flow(f.name)
+            p0 = partition_of(flow, f.topic, 0)
+            assert (p0["position"], p0["lag_records"], p0["lag_seconds"], p0["status"]) == (5, 0, 0.0, "OK"), p0
+            assert flow["status"] == "OK", flow["reasons"]
+            assert sample(mon.metrics(), "sparkmirror_partition_lag_seconds", flow=f.name, topic=f.topic,
+                          partition=0) == 0
     finally:
         f.stop_heartbeats()

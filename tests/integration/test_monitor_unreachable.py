@@ -119,13 +119,14 @@ def test_a_refresh_with_nothing_to_ask_does_not_mark_a_down_cluster_reachable(tm
         collector = EndOffsetCollector(flow, clients[source], clients[target], state, options, probe=None)
         collector._metadata_at = time.monotonic()
         # 1. a watched source topic whose mirror does not exist yet: nothing to ask the target
-        collector._source_topics, collector._target_topics = {"orders": 1}, {}
+        collector._watched, collector._starts = [("orders", 0, flow.remote_topic("orders"), False)], {("orders", 0): 0}
         with pytest.raises(ClusterUnavailable):
             await collector.refresh()  # the source is asked, and fails
         assert state.clusters[target].up is False, "target shown reachable without being asked"
         # 2. no watched topic at all: nothing to ask either cluster
-        collector._source_topics = {}
+        collector._source_topics, collector._target_topics, collector._watched = {}, {}, []
         await collector.refresh()
+        await collector.refresh_metadata()
         assert state.clusters[source].up is False, "source shown reachable without being asked"
         assert state.clusters[target].up is False, "target shown reachable without being asked"
 

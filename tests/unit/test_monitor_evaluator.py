@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from monitor import lag
+from monitor.collectors.timelag import needs_probe
 from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.state import MonitorState, OffsetsRow, Probe
 from monitor.watch import watched_flows
@@ -106,12 +107,70 @@ def test_probe_past_a_gap_corrects_the_lag_and_eof_means_caught_up():
     assert (p.lag_records, p.lag_seconds, p.status) == (0, 0.0, "OK")
 
 
-def test_a_probe_for_an_old_position_is_dropped_when_the_position_moves():
+def test_while_the_next_probe_is_in_flight_seconds_lag_keeps_its_last_known_value_aging():
+    """The position moved since the last probe: the partition (and so the flow) keeps a figure."""
     state, clock = make_state()
+    beat(state, clock)
     offsets(state, clock, end=20, target_end=10, sync=(0, 0))
-    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int(T0 * 1000), 20, T0))
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int((T0 - 5) * 1000), 20, T0))
+    clock.now += 0.25
+    offsets(state, clock, end=22, target_end=12, sync=(0, 0))  # moved; the probe of 12 is not back yet
+    assert needs_probe(state.flows[FLOW].partitions[("orders", 0)])
+    clock.now += 0.5
+    ev = run(state, clock)
+    p = only_partition(ev)
+    # An upper bound: the oldest record missing now is no older than the one found at 10.
+    assert (p.lag_records, p.lag_seconds) == (10, 5.75) and ev.flows[0].lag_seconds == 5.75
+    clock.now += 1
+    assert only_partition(run(state, clock)).lag_seconds == 6.75  # aging with the clock
+    state.record_probe(FLOW, ("orders", 0), Probe(12, 12, int((T0 - 4) * 1000), 22, clock.now))
+    assert only_partition(run(state, clock)).lag_seconds == pytest.approx(5.75)  # corrected by the new probe
+    assert not needs_probe(state.flows[FLOW].partitions[("orders", 0)])
+
+
+def test_an_older_probe_never_replaces_a_newer_one():
+    state, clock = make_state()
     offsets(state, clock, end=20, target_end=12, sync=(0, 0))
-    assert state.flows[FLOW].partitions[("orders", 0)].probe is None
+    newer = Probe(12, 12, int(T0 * 1000), 20, T0 + 1)
+    state.record_probe(FLOW, ("orders", 0), newer)
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int(T0 * 1000), 20, T0))
+    state.record_probe(FLOW, ("orders", 0), Probe(15, 15, int(T0 * 1000), 20, T0 + 2))  # ahead: another log
+    assert state.flows[FLOW].partitions[("orders", 0)].probe == newer
+
+
+def test_a_position_moving_inside_a_gap_keeps_the_probe_exact():
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+    state.record_probe(FLOW, ("orders", 0), Probe(10, 15, int((T0 - 3) * 1000), 20, T0))  # 10-14 compacted
+    offsets(state, clock, end=20, target_end=11, sync=(12, 10))  # a sync inside the gap: position 13
+    p = only_partition(run(state, clock))
+    assert (p.position, p.lag_records, p.lag_seconds) == (13, 5, 3.0)
+
+
+def test_lag_appearing_on_a_caught_up_partition_ages_from_the_last_read_that_saw_it_caught_up():
+    state, clock = make_state()
+    beat(state, clock)
+    for _ in range(8):  # caught up and idle for 2 s
+        offsets(state, clock, end=10, target_end=10, sync=(0, 0))
+        clock.now += 0.25
+    offsets(state, clock, end=13, target_end=10, sync=(0, 0))  # 3 new records, not probed yet
+    assert needs_probe(state.flows[FLOW].partitions[("orders", 0)])
+    clock.now += 0.25
+    p = only_partition(run(state, clock))
+    assert (p.lag_records, p.lag_seconds) == (3, 0.5)  # written after the caught-up read: at most 0.5 s old
+
+
+def test_trend_samples_are_taken_once_per_status_interval_not_per_read():
+    config_state, clock = make_state()
+    state = MonitorState(list(config_state.flows[FLOW].watch for _ in [0]), ["a", "b"], window=3,
+                         sample_every=5.0, clock=clock)
+    for _ in range(21):  # 5 s of reads every 0.25 s
+        offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+        clock.now += 0.25
+    window = state.flows[FLOW].partitions[("orders", 0)].window
+    assert [s.at - T0 for s in window] == [0.0, 5.0]
+    assert only_partition(run(state, clock)).status != "STALL"
 
 
 def test_stall_when_position_does_not_move_for_the_window_with_lag():
