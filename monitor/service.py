@@ -37,7 +37,7 @@ from monitor.collectors.offsets import EndOffsetCollector
 from monitor.collectors.retention import RetentionCollector
 from monitor.collectors.timelag import LagProbe
 from monitor.collectors.timestamps import RecordTimestamps
-from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate
+from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_steps
 from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry
@@ -69,6 +69,7 @@ class MonitorService:
                                           failover_max_reread_seconds=options.failover_max_reread_seconds,
                                           retention_headroom_warn=options.retention_headroom_warn)
         self._evaluation: Evaluation | None = None
+        self._evaluating: asyncio.Future | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)
         self.state.latency_listeners.append(self.otel.record_latency)
@@ -81,9 +82,35 @@ class MonitorService:
 
     # --- evaluation -------------------------------------------------------------
     def evaluate_now(self) -> Evaluation:
+        """One evaluation in one go (start-up, tests); the loops use ``evaluate_async``."""
         started = time.perf_counter()
         ev = evaluate(self.state, time.time(), self.settings)
         ev.duration_seconds = time.perf_counter() - started
+        self._evaluation = ev
+        return ev
+
+    async def evaluate_async(self) -> Evaluation:
+        """One evaluation in steps, letting the event loop run in between; concurrent callers share it."""
+        if self._evaluating is None or self._evaluating.done():
+            self._evaluating = asyncio.ensure_future(self._evaluate_in_steps())
+        return await asyncio.shield(self._evaluating)
+
+    async def _evaluate_in_steps(self) -> Evaluation:
+        steps = evaluate_steps(self.state, time.time(), self.settings)
+        busy = longest = 0.0
+        while True:
+            started = time.perf_counter()
+            try:
+                next(steps)
+            except StopIteration as done:
+                ev = done.value
+                break
+            finally:
+                took = time.perf_counter() - started
+                busy, longest = busy + took, max(longest, took)
+            await asyncio.sleep(0)
+        ev.duration_seconds = busy  # the evaluator's own work, not the pauses between its steps
+        ev.extra["longest_step_seconds"] = longest
         self._evaluation = ev
         return ev
 
@@ -92,7 +119,7 @@ class MonitorService:
         # Seconds lag ages with the clock between two reads of the positions: an answer never
         # comes from an evaluation older than one read of the positions.
         if ev is None or time.time() - ev.generated_at > min(self.options.positions_interval, self.options.interval):
-            ev = self.evaluate_now()
+            ev = await self.evaluate_async()
         return ev
 
     def healthy(self) -> tuple[bool, dict]:
@@ -105,7 +132,7 @@ class MonitorService:
     async def _evaluate_loop(self) -> None:
         while True:
             try:
-                self.evaluate_now()
+                await self.evaluate_async()
             except Exception:
                 log.exception("evaluation failed")
             await asyncio.sleep(self.options.interval)

@@ -264,15 +264,26 @@ class MonitorState:
 
     # --- end offsets and positions ----------------------------------------------
     def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None,
-                       keep: set[TopicPartition] = frozenset()) -> None:
+                       keep: set[TopicPartition] = frozenset(), unchanged: list[TopicPartition] = ()) -> None:
         """One refresh of the flow's watched partitions.
 
-        Partitions neither in ``rows`` nor in ``keep`` (watched but not read this
-        time) are no longer watched and are dropped.
+        ``unchanged``: partitions read again with the same figures as last time (only their
+        read time changes). Partitions in none of ``rows``, ``keep`` (watched but not read
+        this time) and ``unchanged`` are no longer watched and are dropped.
         """
         state = self.flows[flow]
         at = self.clock() if at is None else at
+        parts = state.partitions
+        for key in unchanged:
+            part = parts.get(key)
+            if part is not None:
+                part.read_at = at
+                window = part.window
+                if window and at - window[-1].at >= self.sample_every:
+                    last = window[-1]
+                    window.append(Sample(at, last.position, last.lag, last.source_end))
         seen = set(keep)
+        seen.update(unchanged)
         for row in rows:
             key = (row.topic, row.partition)
             seen.add(key)

@@ -72,7 +72,7 @@ def test_lag_seconds_within_half_a_second_at_default_settings_then_follows_a_sta
     try:
         with RunningMonitor(config, topics_exclude=[".*heartbeats"], **_default_options()) as mon:
             # Warm-up: the copier has been running for longer than its delay, the monitor sees lag.
-            time.sleep(DELAY + 1)
+            time.sleep(DELAY + 3)
             mon.wait_for(lambda s: s["flows"][0]["lag"]["seconds"], 30, "a lag in seconds")
 
             flow_err, part_err, metric_err, records_err, latency_err = [], [], [], [], []

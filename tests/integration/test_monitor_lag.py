@@ -101,8 +101,8 @@ def test_known_lag_in_records_and_seconds_then_caught_up(kafka_clusters, tmp_pat
             # Replication "paused": 7 new source records, the oldest 42 s old.
             oldest_ms = int(time.time() * 1000) - 42_000
             f.produce_source(0, [oldest_ms + i * 1000 for i in range(7)])
-            flow = mon.wait_for(lambda s: s["flows"][0]["lag"]["seconds"] and s["flows"][0], 20,
-                                "lag after the pause")
+            flow = mon.wait_for(lambda s: any(p["oldest_unreplicated_timestamp_ms"] for p in s["flows"][0]["partitions"])
+                                and s["flows"][0], 20, "lag after the pause, probed")
             p0, p1 = partition_of(flow, f.topic, 0), partition_of(flow, f.topic, 1)
             status = mon.status()
             truth = status["generated_at"] - oldest_ms / 1000

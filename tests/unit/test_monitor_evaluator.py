@@ -385,3 +385,51 @@ def test_one_failed_request_among_successes_does_not_flip_cluster_up():
     assert ev.clusters[1].errors_total == 5 + DOWN_AFTER_FAILURES + 1
     state.cluster_ok("b")
     assert run(state, clock).clusters[1].up is True
+
+
+def test_evaluation_in_steps_pauses_every_step_and_gives_the_same_result():
+    from monitor import evaluator
+
+    state, clock = make_state()
+    beat(state, clock)
+    rows = [OffsetsRow(f"t{i // 100}", i % 100, f"a.t{i // 100}", 0, 10, 10 - i % 2, (0, 0)) for i in range(2500)]
+    state.record_offsets(FLOW, rows, at=clock.now)
+    steps = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3))
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+            pauses += 1
+        except StopIteration as done:
+            stepped = done.value
+            break
+    assert pauses == 2500 // evaluator.STEP_PARTITIONS
+    whole = run(state, clock)
+    assert stepped.flows[0].lag_records == whole.flows[0].lag_records == 1250
+    assert [p.lag_records for p in stepped.flows[0].partitions] == [p.lag_records for p in whole.flows[0].partitions]
+
+
+def test_a_refresh_recomputes_only_the_partitions_whose_figures_changed():
+    from monitor.collectors.offsets import EndOffsetCollector
+    from monitor.watch import MonitorOptions
+
+    state, clock = make_state()
+    collector = EndOffsetCollector(state.flows[FLOW].watch, None, None, state, MonitorOptions(), None)
+    watched = [("orders", p, "a.orders", True) for p in range(3)]
+    starts = {("orders", p): 0 for p in range(3)}
+    syncs = {("orders", p): (0, 0) for p in range(3)}
+    ends = {("orders", p): 10 for p in range(3)}
+    target_ends = {("a.orders", p): 10 for p in range(3)}
+    rows, unread, unchanged = collector._compare(watched, starts, syncs, ends, target_ends)
+    assert len(rows) == 3 and not unread and not unchanged
+    state.record_offsets(FLOW, rows, at=clock.now)
+    clock.now += 0.2
+    ends[("orders", 1)] = 12
+    del target_ends[("a.orders", 2)]  # failed alone this time
+    rows, unread, unchanged = collector._compare(watched, starts, syncs, ends, target_ends)
+    assert [(r.partition, r.source_end) for r in rows] == [(1, 12)]
+    assert unread == {("orders", 2)} and unchanged == [("orders", 0)]
+    state.record_offsets(FLOW, rows, at=clock.now, keep=unread, unchanged=unchanged)
+    parts = state.flows[FLOW].partitions
+    assert [round(parts[("orders", p)].read_at - T0, 3) for p in range(3)] == [0.2, 0.2, 0.0]
+    assert parts[("orders", 1)].source_end == 12 and len(parts) == 3
