@@ -71,9 +71,14 @@ def test_lag_seconds_within_half_a_second_at_default_settings_then_follows_a_sta
                            heartbeats_topic=heartbeats, source_alias=src, target_alias=dst).start()
     try:
         with RunningMonitor(config, topics_exclude=[".*heartbeats"], **_default_options()) as mon:
-            # Warm-up: the copier has been running for longer than its delay, the monitor sees lag.
-            time.sleep(DELAY + 3)
-            mon.wait_for(lambda s: s["flows"][0]["lag"]["seconds"], 30, "a lag in seconds")
+            # Warm-up: the copier has been running for longer than its delay, and the monitor's probe
+            # has answered ten rounds (its consumer connects at the first one, which on a loaded
+            # machine takes seconds).
+            time.sleep(DELAY + 1)
+            mon.wait_for(lambda s: s["flows"][0]["lag_probes_total"] >= 10 * PARTITIONS, 60, "ten rounds of probes")
+            for _ in range(4):  # and each endpoint served a few times (the first /metrics loads its code)
+                mon.flow(name), mon.metrics()
+                time.sleep(0.5)
 
             flow_err, part_err, metric_err, records_err, latency_err = [], [], [], [], []
             per_partition = RATE / PARTITIONS * DELAY
