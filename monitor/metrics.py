@@ -341,6 +341,15 @@ REPLICATOR_PARTITIONS = _m(
     "replicator_partitions", "gauge", "", F,
     "Source partitions the flow's streaming query reads.", level="replicator")
 
+REPLICATOR_BACKLOG = _m(
+    "replicator_backlog_records", "gauge", "records", F,
+    "Records on the source (read_committed end offsets) beyond the flow's newest committed batch: what "
+    "the replicator still has to copy, as the replicator sees it.", level="replicator")
+REPLICATOR_CATCHUP_ETA = _m(
+    "replicator_catchup_eta_seconds", "gauge", "seconds", F,
+    "Time until the backlog is copied at the current copy rate, net of what the source adds meanwhile; "
+    "0 when there is no backlog, +Inf while the copy does not gain on the source.", level="replicator")
+
 #: Every metric, in exposition order.
 ALL: tuple[MetricSpec, ...] = tuple(v for v in list(globals().values()) if isinstance(v, MetricSpec))
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in ALL}

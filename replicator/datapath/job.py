@@ -18,6 +18,7 @@ from pathlib import Path
 
 from replicator import logsetup
 from replicator.control.heartbeats import HeartbeatEmitter
+from replicator.datapath import catchup
 from replicator.datapath.flow import FlowReplicator
 from replicator.errors import ConfigError, SparkmirrorError
 
@@ -127,6 +128,7 @@ class ReplicatorJob:
                 fr.start_query()
                 if fr.flow.refresh_topics_enabled:
                     self._thread(f"refresh {fr.name}", self._refresh_loop, fr)
+                self._thread(f"progress {fr.name}", catchup.run, fr, self.stop_event)
                 self._start_control_plane(fr)
             while not self.stop_event.wait(0.5):
                 for fr in self.flows:

@@ -112,6 +112,8 @@ class ReplicatorMetrics:
         self.latency = gauge(m.REPLICATOR_LATENCY_MAX)
         self.last_batch = gauge(m.REPLICATOR_LAST_BATCH)
         self.partitions = gauge(m.REPLICATOR_PARTITIONS)
+        self.backlog = gauge(m.REPLICATOR_BACKLOG)
+        self.catchup_eta = gauge(m.REPLICATOR_CATCHUP_ETA)
 
     def serve(self, listen: tuple[str, int] | None) -> None:
         if listen is None:
@@ -151,6 +153,10 @@ class ReplicatorMetrics:
         that the first loss is an increase Prometheus sees (a series born above 0 is not one)."""
         self.partitions.labels(flow).set(partitions)
         self.records_lost.labels(flow)
+
+    def catchup(self, flow: str, backlog: int, eta: float | None) -> None:
+        self.backlog.labels(flow).set(backlog)
+        self.catchup_eta.labels(flow).set(float("inf") if eta is None else eta)
 
     def lost(self, flow: str, records: int) -> None:
         self.records_lost.labels(flow).inc(records)

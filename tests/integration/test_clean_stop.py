@@ -39,8 +39,15 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
                                  for i in range(100, RECORDS)))
         first = len(_batches(rep.log()))
         deadline = time.monotonic() + 120
-        while len(_batches(rep.log())) < first + 3 and time.monotonic() < deadline:
+        while (len(_batches(rep.log())) < first + 3 or "catching up:" not in rep.log()) \
+                and time.monotonic() < deadline:
             time.sleep(0.2)
+        # the catch-up shows how far along it is (a log line when stderr is not a terminal)
+        progress = re.search(r"flow primary->dr catching up: [\d,]+ of [\d,]+ records \(\d+ %\).*ETA", rep.log())
+        assert progress, rep.log()[-3000:]
+        backlog = float(re.search(r'sparkmirror_replicator_backlog_records\{flow="primary->dr"\} (\S+)',
+                                  rep.metrics_text()).group(1))
+        assert 0 < backlog <= RECORDS
         batches_before = len(_batches(rep.log()))
         signalled = time.monotonic()
         code = rep.terminate(timeout=GRACE_S + 20)

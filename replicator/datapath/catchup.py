@@ -1,0 +1,185 @@
+"""How far along a flow's catch-up is, and when it will be done.
+
+Every ``interval`` seconds, per flow: the source's end offsets (read_committed, what the
+replicator can copy) minus the offsets the streaming query has committed is the backlog;
+the records copied since the last look give the copy rate, the end offsets' growth the
+rate at which the source adds records; the time to catch up is the backlog divided by the
+difference (none while the source grows faster than the copy).
+
+Shown on a terminal as one live line per flow (records and bytes done and remaining,
+rate, ETA), as a log line every ``log_every`` seconds otherwise (or with
+``--log-format json``), and always on the replicator's /metrics as
+``sparkmirror_replicator_backlog_records`` and ``sparkmirror_replicator_catchup_eta_seconds``.
+A catch-up starts when the backlog is above ``CATCHING_UP_RECORDS`` and ends, with one
+"caught up" line, when it falls below ``CAUGHT_UP_RECORDS``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+from replicator import logsetup
+from replicator.datapath.progress import metrics
+
+log = logging.getLogger("sparkmirror.replicate")
+
+CATCHING_UP_RECORDS = 10_000
+CAUGHT_UP_RECORDS = 1_000
+
+
+@dataclass
+class Estimate:
+    backlog: int
+    done: int  # records copied since the catch-up began
+    done_bytes: int
+    copy_rate: float  # records/s
+    source_rate: float  # records/s the source adds
+    eta: float | None  # seconds; None while the copy does not gain on the source
+    bytes_per_record: float
+    measured: bool = True  # False on the first look: no rate yet
+
+    def line(self, flow: str) -> str:
+        total = self.done + self.backlog
+        pct = 100.0 * self.done / total if total else 100.0
+        remaining_mb = self.backlog * self.bytes_per_record / 1e6
+        if not self.measured:
+            eta = "being measured"
+        elif self.eta is not None:
+            eta = _duration(self.eta)
+        else:
+            eta = f"none: not gaining (the source adds {self.source_rate:,.0f} records/s)"
+        return (f"flow {flow} catching up: {self.done:,} of {total:,} records ({pct:.0f} %), "
+                f"{self.done_bytes / 1e6:,.1f} MB done, ~{remaining_mb:,.1f} MB to go, "
+                f"{self.copy_rate:,.0f} records/s, ETA {eta}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(math.ceil(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def committed_offsets(query) -> dict[tuple[str, int], int] | None:
+    """The end offsets of the query's newest committed batch, from Spark's progress report
+    (the same ``{topic: {partition: offset}}`` JSON for the direct and the Kafka source)."""
+    try:
+        progress = query.lastProgress if query is not None else None
+    except Exception:
+        return None
+    if not progress or not progress.get("sources"):
+        return None
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        try:
+            end = json.loads(end)
+        except ValueError:
+            return None
+    if not isinstance(end, dict):
+        return None
+    out = {}
+    for topic, per in end.items():
+        if isinstance(per, dict):
+            for p, off in per.items():
+                if isinstance(off, int) and off >= 0:
+                    out[(topic, int(p))] = off
+    return out
+
+
+class CatchUpTracker:
+    """The estimate for one flow, fed with (time, source ends, committed, copied records/bytes)."""
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self._last: tuple[float, int, int, int] | None = None  # t, source total, copied records, copied bytes
+        self.copy_rate = 0.0
+        self.source_rate = 0.0
+        self.active = False
+        self._start_records = 0
+        self._start_bytes = 0
+        self._started_at = 0.0
+
+    def update(self, now: float, source_ends: dict, committed: dict, copied_records: int,
+               copied_bytes: int) -> Estimate:
+        backlog = sum(max(0, end - committed.get(tp, end)) for tp, end in source_ends.items())
+        source_total = sum(source_ends.values())
+        measured = self._last is not None
+        if measured:
+            t0, src0, rec0, _b0 = self._last
+            dt = max(now - t0, 1e-3)
+            a = self.smoothing
+            self.copy_rate = (1 - a) * self.copy_rate + a * max(0, copied_records - rec0) / dt
+            self.source_rate = (1 - a) * self.source_rate + a * max(0, source_total - src0) / dt
+        self._last = (now, source_total, copied_records, copied_bytes)
+        if not self.active and backlog > CATCHING_UP_RECORDS:
+            self.active = True
+            self._start_records, self._start_bytes, self._started_at = copied_records, copied_bytes, now
+        gain = self.copy_rate - self.source_rate
+        return Estimate(
+            backlog=backlog,
+            done=max(0, copied_records - self._start_records) if self.active else 0,
+            done_bytes=max(0, copied_bytes - self._start_bytes) if self.active else 0,
+            copy_rate=self.copy_rate, source_rate=self.source_rate,
+            eta=backlog / gain if backlog and gain > 0 else (0.0 if not backlog else None),
+            bytes_per_record=copied_bytes / copied_records if copied_records else 0.0,
+            measured=measured,
+        )
+
+    def finish(self, now: float) -> float | None:
+        """The catch-up ended (backlog below CAUGHT_UP_RECORDS): its duration, once."""
+        if not self.active:
+            return None
+        self.active = False
+        return now - self._started_at
+
+
+def source_end_offsets(admin, assignment: dict[str, int]) -> dict[tuple[str, int], int]:
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    tps = [TopicPartition(t, p) for t, n in assignment.items() for p in range(n)]
+    if not tps:
+        return {}
+    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -> None:
+    """The progress loop of FlowReplicator ``fr`` until ``stop`` is set (a driver thread)."""
+    stream = stream or sys.stderr
+    live = logsetup.current_format() == "text" and hasattr(stream, "isatty") and stream.isatty()
+    tracker = CatchUpTracker()
+    logged_at = 0.0
+    while not stop.wait(interval):
+        committed = committed_offsets(fr.query)
+        if committed is None or not fr.assignment:
+            continue
+        try:
+            ends = source_end_offsets(fr.source_admin, dict(fr.assignment))
+        except Exception as exc:  # the flow's own supervision reports an unreachable cluster
+            log.debug("flow %s: progress: %s", fr.name, exc)
+            continue
+        now = time.monotonic()
+        est = tracker.update(now, ends, committed, fr.stats.records, fr.stats.bytes)
+        metrics().catchup(fr.name, est.backlog, est.eta)
+        if tracker.active and est.backlog >= CAUGHT_UP_RECORDS:
+            if live:
+                stream.write("\r\x1b[2K" + est.line(fr.name))
+                stream.flush()
+            elif now - logged_at >= log_every:
+                log.info("%s", est.line(fr.name))
+                logged_at = now
+        elif tracker.active:
+            took = tracker.finish(now)
+            if live:
+                stream.write("\r\x1b[2K")
+            log.info("flow %s caught up: %s records in %s (%s records/s)", fr.name, f"{est.done:,}",
+                     _duration(took), f"{est.done / took:,.0f}" if took else "-")

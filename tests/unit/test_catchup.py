@@ -1,0 +1,56 @@
+"""The replicator's catch-up estimate (pure: positions fed by hand)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from replicator.datapath.catchup import CatchUpTracker, committed_offsets
+
+
+def test_backlog_rate_and_eta_follow_the_copy():
+    t = CatchUpTracker(smoothing=1.0)  # no smoothing: each step's rates exactly
+    ends = {("a", 0): 50_000, ("a", 1): 50_000}
+    first = t.update(0.0, ends, {("a", 0): 0, ("a", 1): 0}, copied_records=0, copied_bytes=0)
+    assert first.backlog == 100_000 and t.active and first.eta is None  # no rate yet
+    assert "ETA being measured" in first.line("a->b")
+    # 10 s later 40,000 copied while the source added 10,000: gains 3,000/s on a 70,000 backlog
+    ends = {("a", 0): 55_000, ("a", 1): 55_000}
+    est = t.update(10.0, ends, {("a", 0): 20_000, ("a", 1): 20_000}, copied_records=40_000, copied_bytes=40_000_000)
+    assert est.backlog == 70_000 and est.done == 40_000
+    assert est.copy_rate == pytest.approx(4_000) and est.source_rate == pytest.approx(1_000)
+    assert est.eta == pytest.approx(70_000 / 3_000)
+    assert "40,000 of 110,000 records (36 %)" in est.line("a->b") and "ETA 24 s" in est.line("a->b")
+
+
+def test_a_source_faster_than_the_copy_has_no_eta():
+    t = CatchUpTracker(smoothing=1.0)
+    t.update(0.0, {("a", 0): 20_000}, {("a", 0): 0}, 0, 0)
+    est = t.update(1.0, {("a", 0): 22_000}, {("a", 0): 1_000}, 1_000, 1_000)
+    assert est.eta is None and "not gaining" in est.line("a->b")
+
+
+def test_caught_up_ends_the_catch_up_once():
+    t = CatchUpTracker(smoothing=1.0)
+    t.update(0.0, {("a", 0): 20_000}, {("a", 0): 0}, 0, 0)
+    est = t.update(5.0, {("a", 0): 20_000}, {("a", 0): 20_000}, 20_000, 0)
+    assert est.backlog == 0 and est.eta == 0.0
+    assert t.finish(5.0) == 5.0 and t.finish(6.0) is None
+
+
+def test_a_small_backlog_is_not_a_catch_up():
+    t = CatchUpTracker()
+    t.update(0.0, {("a", 0): 500}, {("a", 0): 0}, 0, 0)
+    assert not t.active
+
+
+def test_committed_offsets_from_sparks_progress():
+    end = {"orders": {"0": 10, "1": 20}}
+    query = SimpleNamespace(lastProgress={"sources": [{"endOffset": json.dumps(end)}]})
+    assert committed_offsets(query) == {("orders", 0): 10, ("orders", 1): 20}
+    query = SimpleNamespace(lastProgress={"sources": [{"endOffset": end}]})
+    assert committed_offsets(query) == {("orders", 0): 10, ("orders", 1): 20}
+    assert committed_offsets(SimpleNamespace(lastProgress=None)) is None
+    assert committed_offsets(None) is None
