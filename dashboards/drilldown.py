@@ -132,6 +132,14 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Largest target-ack minus source-timestamp in the newest non-empty batch.", ui.SECONDS,
         legend_calcs=["lastNotNull", "max"]), w=8, h=8)
     grid.add(ui.timeseries(
+        "Catch-up backlog", q.replicator_backlog(),
+        "From the replicator's own /metrics: records on the source beyond the flow's newest committed "
+        "batch.", ui.RECORDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
+        "Time to catch up", q.replicator_catchup_eta(),
+        "The backlog divided by how fast the copy gains on the source; a gap while it does not gain.",
+        ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=8, h=8)
+    grid.add(ui.timeseries(
         "Partitions read", q.replicator_partitions(),
         "Source partitions the flow's streaming query reads.", "short"), w=8, h=8)
     grid.add(ui.timeseries(

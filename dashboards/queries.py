@@ -242,6 +242,15 @@ def replicator_batch_latency() -> Query:
     return Query(sel(m.REPLICATOR_LATENCY_MAX, FLOW), "{{flow}} max latency")
 
 
+def replicator_backlog() -> Query:
+    return Query(sel(m.REPLICATOR_BACKLOG, FLOW), "{{flow}}")
+
+
+def replicator_catchup_eta() -> Query:
+    # +Inf (not gaining on the source) would flatten the axis: shown as a gap instead
+    return Query(f"{sel(m.REPLICATOR_CATCHUP_ETA, FLOW)} < Inf", "{{flow}}")
+
+
 def replicator_partitions() -> Query:
     return Query(sel(m.REPLICATOR_PARTITIONS, FLOW), "{{flow}}")
 
