@@ -224,7 +224,10 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         ),
         AlertRule(
             "SparkmirrorReplicatorDown",
-            clusters(f"{sel(m.REPLICATOR_UP)} == 0"),
+            # not while the page itself still waits out its grace for a flow whose heartbeats were never
+            # seen (monitor started before the replicator): the page must come first, and inhibits this
+            clusters(f"{sel(m.REPLICATOR_UP)} == 0 unless ({sel(m.HEARTBEAT_SEEN)} == 0 "
+                     f"and {age} <= {t.heartbeat_grace_seconds} and {sel(m.HEARTBEATS_EXPECTED)} == 1)"),
             t.replicator_down_for, "critical",
             "Replicator of flow {{ $labels.flow }} shows no sign of life",
             "The monitor sees neither fresh heartbeats nor offset-sync progress for {{ $labels.flow }}: "

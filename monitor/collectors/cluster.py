@@ -181,7 +181,12 @@ class ClusterClient:
         return out
 
     def consumer_groups(self) -> list[str]:
+        """Group ids. librdkafka answers an unreachable cluster with no groups and the failure in
+        ``errors``: that is raised (it is no contact, and must not count as the cluster being up)
+        unless some broker did list groups."""
         result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 1)
+        if result.errors and not result.valid:
+            raise KafkaException(result.errors[0])
         return sorted(g.group_id for g in result.valid)
 
     def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:

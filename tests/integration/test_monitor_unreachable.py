@@ -135,3 +135,23 @@ def test_a_refresh_with_nothing_to_ask_does_not_mark_a_down_cluster_reachable(tm
     finally:
         for client in clients.values():
             client.shutdown()
+
+
+def test_listing_groups_of_a_closed_port_is_a_failure_not_an_empty_answer():
+    """librdkafka answers ListConsumerGroups on an unreachable cluster with no groups and the
+    error aside; taken as an answer, the groups refresh kept sparkmirror_cluster_up at 1 (and the
+    cluster's page silent) for a cluster that never answered."""
+    import asyncio
+
+    from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+    from monitor.state import MonitorState
+
+    state = MonitorState([], ["gone"])
+    client = ClusterClient("gone", {"bootstrap.servers": f"127.0.0.1:{free_port()}"},
+                           {"bootstrap.servers": "unused:1"}, state, timeout=1.0)
+    try:
+        with pytest.raises(ClusterUnavailable):
+            asyncio.run(client.call(client.consumer_groups))
+        assert state.clusters["gone"].up is False
+    finally:
+        client.shutdown()
