@@ -15,7 +15,7 @@ import sys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from replicator.datapath.flow import WRITER_PRODUCER_DEFAULTS
+from replicator.datapath.writer import WRITER_PRODUCER_DEFAULTS
 
 
 def main() -> int:

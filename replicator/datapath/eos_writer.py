@@ -37,7 +37,6 @@ visible to a ``read_committed`` consumer.
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -112,7 +111,6 @@ class _PartitionTxn:
         self.skipped = 0
         self.written = 0
         self.placements = _Placements()
-        self.queue = self.placements.queued.setdefault((target, partition), deque())
         # Fences the previous owner of the id and settles its open transaction first...
         try:
             self.producer.init_transactions(TXN_TIMEOUT_S)
@@ -160,16 +158,15 @@ class _PartitionTxn:
             producer.begin_transaction()
             self.in_txn = True
             self.txn_started = time.monotonic()
-        self.queue.append((self.src_topic, self.partition, offset, ts, size))
+        on_delivery = self.placements.callback((self.src_topic, self.partition, offset, ts, size))
         try:
             producer.produce(self.target, value=value, key=key, partition=self.partition, timestamp=ts,
-                             headers=hdr_list, on_delivery=self.placements.on_delivery)
+                             headers=hdr_list, on_delivery=on_delivery)
         except (BufferError, KafkaException) as first:
             try:
                 produce_after(first, producer, self.target, value=value, key=key, partition=self.partition,
-                              timestamp=ts, headers=hdr_list, on_delivery=self.placements.on_delivery)
+                              timestamp=ts, headers=hdr_list, on_delivery=on_delivery)
             except KafkaException as exc:
-                self.queue.pop()
                 raise RuntimeError(
                     f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
                     f"{self.spec.writer.source_alias} topic {self.src_topic} partition {self.partition} offset "

@@ -31,7 +31,7 @@ from replicator.control.offsetsyncs_reader import offset_syncs_location, spark_s
 from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.progress import metrics
-from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition
+from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from replicator.errors import ClusterError, SparkmirrorError
 from replicator.model.offsets import OffsetSyncEmitter
 
@@ -47,22 +47,6 @@ SLOW_BATCH_S = 20.0
 # down, a deleted topic, a lost Spark task — restarts the query from its checkpoint.
 PERMANENT_WRITE_ERRORS = ("size too large", "invalid record", "authorization failed", "policy violation",
                           "corrupt", "no target topic known", "invalid timestamp")
-
-# librdkafka defaults that suit a mirror writer; anything set in mm2.properties
-# (B.producer.*) wins.
-WRITER_PRODUCER_DEFAULTS = {
-    "enable.idempotence": "true",  # per-partition order survives retries
-    "acks": "all",
-    "linger.ms": "5",
-    "batch.num.messages": "10000",
-    "queue.buffering.max.messages": "1000000",
-    "queue.buffering.max.kbytes": "1048576",
-    "message.max.bytes": "4194304",
-    # Executors have no Python logger for librdkafka: unreachable brokers would print a
-    # line per reconnect attempt. The driver reports what a slow batch waits for instead,
-    # and every delivery error still fails the batch with its cause.
-    "log_level": "2",
-}
 
 
 def summarize_spark_error(text: str) -> str:
@@ -133,6 +117,7 @@ class FlowReplicator:
         self._source_options = self._spark_source_options()
         # The direct source plans no new batch while this file exists (see _stop_query).
         self._stop_flag = Path(tempfile.gettempdir()) / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping"
+        self._overrides_logged = False
 
     @property
     def name(self) -> str:
@@ -183,7 +168,11 @@ class FlowReplicator:
         conf = client_conf(self.config, self.flow.target, "producer", self.flow)
         conf.pop("logger", None)  # not picklable; executors log through Spark
         conf.pop("error_cb", None)
-        merged = {**WRITER_PRODUCER_DEFAULTS, **{k: str(v) for k, v in conf.items()}}
+        merged, overridden = writer_producer_config(conf, exactly_once=self.flow.exactly_once)
+        if overridden and not self._overrides_logged:
+            self._overrides_logged = True
+            for note in overridden:
+                log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, note)
         topic_map = tuple((t, self.policy.format_remote_topic(self.flow.source, t)) for t in sorted(self.assignment))
         return WriterSpec(self.flow.source, self.flow.target, tuple(sorted(merged.items())), topic_map)
 
@@ -433,6 +422,14 @@ class FlowReplicator:
                             batch_id, r["lost"], self.flow.source, r["topic"], r["partition"], r["upstream_start"],
                             r["upstream_start"] + r["lost"] - 1, r["upstream_start"] + r["lost"])
                 metrics().lost(self.name, r["lost"])
+                continue
+            if r.get("reset_from"):
+                # The direct source found the partition's end below the offset already copied.
+                log.warning("flow %s batch %d: source cluster %s topic %s partition %d was re-created or "
+                            "truncated: its end offset fell below offset %d, which the copy had reached; copying "
+                            "it again from its earliest offset %d, as MM2 does (records the old partition held "
+                            "from offset %d on were not copied)", self.name, batch_id, self.flow.source,
+                            r["topic"], r["partition"], r["reset_from"], r["upstream_start"], r["reset_from"])
                 continue
             records += r["records"]
             nbytes += r["bytes"]

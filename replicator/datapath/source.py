@@ -20,7 +20,11 @@ go from the source cluster to the target cluster inside one Python process:
 
 A crash before the commit replays the same offset ranges from the write-ahead
 log: duplicates, never loss. A range whose start was already deleted by retention
-is reported (log line with the count), never skipped silently.
+is reported (log line with the count), never skipped silently. A partition whose
+end offset fell below the offset already copied (the topic was deleted and
+re-created, or the log was truncated) is copied again from its earliest offset,
+as MM2's consumer does (auto.offset.reset = earliest), and reported with both
+offsets.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import os
 
 import time
-from collections import deque
 from dataclasses import dataclass
 
 
@@ -38,9 +41,11 @@ from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVER
                                         RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, produce_after, runs_batch)
 
 # The writer's runs, plus rows that report records deleted on the source before they
-# were copied: records = 0, upstream_start = first lost offset, lost = how many.
-DIRECT_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("lost", pa.int64()))
-DIRECT_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", lost long"
+# were copied: records = 0, upstream_start = first lost offset, lost = how many; and rows
+# that report a partition copied again from its start: records = 0, upstream_start = its
+# earliest offset, reset_from = the offset the copy had reached (above the partition's end).
+DIRECT_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("lost", pa.int64())).append(pa.field("reset_from", pa.int64()))
+DIRECT_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", lost long, reset_from long"
 
 
 EARLIEST = -2  # start offset of a partition the checkpoint has not seen yet
@@ -138,8 +143,10 @@ class RangeGroup(InputPartition):
     not one per partition (13 tasks of ~90 ms each made a trickle batch take 1.2 s).
     """
 
-    def __init__(self, ranges: list[tuple[str, int, int, int]]) -> None:
+    def __init__(self, ranges: list[tuple[str, int, int, int]],
+                 resets: dict[tuple[str, int], int] | None = None) -> None:
         self.ranges = ranges
+        self.resets = resets or {}  # (topic, partition) -> the offset reached before its end fell below it
 
 
 def group_ranges(ranges: list[tuple[str, int, int, int]], tasks: int) -> list[list[tuple[str, int, int, int]]]:
@@ -215,6 +222,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         self._planned = end
         assigned = {t for t, _n in self.spec.assignment}
         ranges = []
+        resets: dict[tuple[str, int], int] = {}
         for topic, per in end.items():
             if topic not in assigned:
                 # A replayed batch of a topic that has since been deleted or filtered out: it
@@ -222,15 +230,20 @@ class MirrorStreamReader(DataSourceStreamReader):
                 continue
             for p, stop in per.items():
                 first = start.get(topic, {}).get(p, EARLIEST)
+                if first != EARLIEST and stop < first:
+                    # Re-created or truncated: what it holds now starts at its log start.
+                    resets[(topic, int(p))] = first
+                    first = EARLIEST
                 if first == EARLIEST or stop > first:
                     ranges.append((topic, int(p), first, stop))
-        return [RangeGroup(g) for g in group_ranges(ranges, self.spec.tasks)]
+        return [RangeGroup(g, {(t, p): resets[(t, p)] for t, p, _s, _e in g if (t, p) in resets})
+                for g in group_ranges(ranges, self.spec.tasks)]
 
     def commit(self, end: dict) -> None:
         pass
 
     def read(self, partition: RangeGroup):
-        yield from mirror_ranges(self.spec, partition.ranges)
+        yield from mirror_ranges(self.spec, partition.ranges, getattr(partition, "resets", None))
 
 
 def _capped(start: dict, latest: dict, cap: int) -> dict:
@@ -252,8 +265,12 @@ def _capped(start: dict, latest: dict, cap: int) -> dict:
 
 # -- the executor's side ------------------------------------------------------------------
 
-def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
-    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs)."""
+def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
+                  resets: dict[tuple[str, int], int] | None = None):
+    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs).
+
+    ``resets``: partitions copied again from their start, with the offset reached before
+    (reported back to the driver, which logs them)."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     wspec = spec.writer
@@ -262,9 +279,10 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
     producer = _producer(wspec)
     placements = _Placements()
     losses: list[tuple[str, int, int, int]] = []  # (topic, partition, first lost offset, count)
+    restarted: list[tuple[str, int, int, int]] = []  # (topic, partition, earliest offset, offset reached before)
     position: dict[tuple[str, int], int] = {}
     end: dict[tuple[str, int], int] = {}
-    queues: dict[tuple[str, int], tuple] = {}
+    targets: dict[tuple[str, int], str] = {}
     for topic, partition, start, stop in ranges:
         target = topic_map.get(topic)
         if target is None:
@@ -272,12 +290,14 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
                                f"(cluster {wspec.source_alias})")
         if start == EARLIEST:
             start = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[0]
+        if resets and (topic, partition) in resets:
+            restarted.append((topic, partition, start, resets[(topic, partition)]))
         position[(topic, partition)] = start
         end[(topic, partition)] = stop
-        queues[(topic, partition)] = (target, placements.queued.setdefault((target, partition), deque()))
+        targets[(topic, partition)] = target
     open_ = {tp for tp in position if position[tp] < end[tp]}
     consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in sorted(open_)])
-    on_delivery = placements.on_delivery
+    callback = placements.callback
     produce = producer.produce
     last_progress = time.monotonic()
     try:
@@ -328,11 +348,11 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
                     continue
                 position[tp] = off + 1
                 topic, partition = tp
-                target, queued = queues[tp]
+                target = targets[tp]
                 key, value = m.key(), m.value()
                 size = (len(key) if key else 0) + (len(value) if value else 0)
                 ts = m.timestamp()[1]
-                queued.append((topic, partition, off, ts, size))
+                on_delivery = callback((topic, partition, off, ts, size))
                 headers = m.headers()
                 try:
                     produce(target, value=value, key=key, partition=partition, on_delivery=on_delivery,
@@ -342,7 +362,6 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
                         produce_after(first, producer, target, value=value, key=key, partition=partition,
                                       on_delivery=on_delivery, timestamp=ts, headers=headers)
                     except KafkaException as exc:
-                        queued.pop()
                         _raise_produce_error(exc, wspec, topic, partition, off, target, size)
                 if position[tp] >= end[tp]:
                     open_.discard(tp)
@@ -361,13 +380,17 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]]):
         producer.poll(0.01)
     _finish(placements, producer, wspec)
     runs = runs_batch(placements.runs)
-    loss = {f.name: [] for f in RUN_SCHEMA}
-    for topic, partition, first, _count in losses:
-        for name in loss:
-            loss[name].append({"topic": topic, "partition": partition, "upstream_start": first}.get(name, 0))
+    # (topic, partition, upstream_start, lost, reset_from) of the report rows
+    reports = [(t, p, first, count, 0) for t, p, first, count in losses]
+    reports += [(t, p, start, 0, before) for t, p, start, before in restarted]
+    extra = {f.name: [] for f in RUN_SCHEMA}
+    for topic, partition, first, *_rest in reports:
+        for name in extra:
+            extra[name].append({"topic": topic, "partition": partition, "upstream_start": first}.get(name, 0))
     yield pa.RecordBatch.from_arrays(
-        [pa.concat_arrays([runs.column(i), pa.array(loss[f.name], f.type)]) for i, f in enumerate(RUN_SCHEMA)]
-        + [pa.array([0] * runs.num_rows + [count for *_x, count in losses], pa.int64())],
+        [pa.concat_arrays([runs.column(i), pa.array(extra[f.name], f.type)]) for i, f in enumerate(RUN_SCHEMA)]
+        + [pa.array([0] * runs.num_rows + [r[3] for r in reports], pa.int64()),
+           pa.array([0] * runs.num_rows + [r[4] for r in reports], pa.int64())],
         schema=DIRECT_RUN_SCHEMA)
 
 

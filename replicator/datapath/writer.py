@@ -9,6 +9,12 @@ upstream and the downstream offsets are consecutive — so a contiguous batch of
 million records comes back to the driver as one row, and the driver derives the
 exact MM2 offset-syncs from them.
 
+Every record carries its own identity into its delivery callback (as Connect's
+per-record callback does), so a record's downstream offset is paired with its own
+upstream offset whatever order the reports arrive in. And the producer never
+reorders a partition's records: ``writer_producer_config`` keeps one request in
+flight when the user switches idempotence off.
+
 Any delivery error stops the batch with an error naming cluster, topic,
 partition and offset: a record is never skipped. The batch is then not committed
 and will be replayed (at-least-once).
@@ -17,8 +23,9 @@ and will be replayed (at-least-once).
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
@@ -44,6 +51,52 @@ RUN_SCHEMA_DDL = (
     "topic string, partition int, upstream_start long, downstream_start long, records long, "
     "bytes long, max_latency_ms long, min_timestamp_ms long"
 )
+
+# librdkafka defaults that suit a mirror writer; anything set in mm2.properties
+# (B.producer.*) wins, except what writer_producer_config must fix.
+WRITER_PRODUCER_DEFAULTS = {
+    "enable.idempotence": "true",  # per-partition order survives retries
+    "acks": "all",
+    "linger.ms": "5",
+    "batch.num.messages": "10000",
+    "queue.buffering.max.messages": "1000000",
+    "queue.buffering.max.kbytes": "1048576",
+    "message.max.bytes": "4194304",
+    # Executors have no Python logger for librdkafka: unreachable brokers would print a
+    # line per reconnect attempt. The driver reports what a slow batch waits for instead,
+    # and every delivery error still fails the batch with its cause.
+    "log_level": "2",
+}
+
+
+def writer_producer_config(user: Mapping[str, object], exactly_once: bool = False) -> tuple[dict[str, str], list[str]]:
+    """The target producer's librdkafka settings and a sentence for each user setting overridden.
+
+    The defaults above, then the user's (translated) B.producer.* settings, then what
+    order needs whatever the user said. Without idempotence, librdkafka keeps up to
+    five requests in flight and retries: a failed request retried after a later one
+    lands behind it and reorders the partition on the target. So with idempotence off
+    one request is kept in flight (max.in.flight.requests.per.connection = 1, what
+    Kafka Connect sets for MM2); exactly-once transactions need idempotence on.
+    """
+    conf = {**WRITER_PRODUCER_DEFAULTS, **{k: str(v) for k, v in user.items()}}
+    notes = []
+    if conf["enable.idempotence"].strip().lower() != "false":
+        return conf, notes
+    if exactly_once:
+        conf["enable.idempotence"] = "true"
+        notes.append("producer setting enable.idempotence = false is overridden with true: exactly-once "
+                     "transactions need an idempotent producer")
+        return conf, notes
+    was = conf.get("max.in.flight")
+    if was is None or was.strip() != "1":
+        conf["max.in.flight"] = "1"
+        notes.append("producer setting enable.idempotence = false: the writer keeps one request in flight "
+                     "(max.in.flight.requests.per.connection = 1" + (f", not {was}" if was is not None else "")
+                     + ", as Kafka Connect does) so that a retried request cannot land after a later one "
+                     "and reorder a partition on the target")
+    return conf, notes
+
 
 # One producer per Python worker and target configuration: Spark reuses its
 # Python workers across tasks and batches, and a producer's connections and
@@ -73,11 +126,15 @@ class _Run:
 
 
 class _Placements:
-    """Turns in-order delivery reports into runs and remembers the first error."""
+    """Turns delivery reports into runs and remembers the first error.
+
+    ``callback(record)`` is the ``on_delivery`` of one produced record, ``record`` being
+    (source topic, partition, upstream offset, timestamp, size): each report names its
+    own record, so reports arriving out of produce order still pair correctly (they
+    merely split runs).
+    """
 
     def __init__(self) -> None:
-        # per target (topic, partition): upstream (source topic, partition, offset, ts, size) in produce order
-        self.queued: dict[tuple[str, int], deque] = {}
         self.runs: list[_Run] = []
         self.current: dict[tuple[str, int], _Run] = {}
         self.error: str | None = None
@@ -87,9 +144,11 @@ class _Placements:
         # delivery reports are only ever handed over inside poll/flush.
         self.now_ms = int(time.time() * 1000)
 
-    def on_delivery(self, err, msg) -> None:
-        key = (msg.topic(), msg.partition())
-        src_topic, src_partition, upstream, ts, size = self.queued[key].popleft()
+    def callback(self, record: tuple):
+        return partial(self.on_delivery, record)
+
+    def on_delivery(self, record: tuple, err, msg) -> None:
+        src_topic, src_partition, upstream, ts, size = record
         if err is not None:
             # A rejected produce request fails every record batched with the culprit;
             # for a size rejection, name the largest of them: that is the one to fix.
@@ -103,6 +162,7 @@ class _Placements:
                 )
             return
         downstream = msg.offset()
+        key = (msg.topic(), msg.partition())
         run = self.current.get(key)
         if run is None or upstream != run.u0 + run.n or downstream != run.d0 + run.n:
             run = _Run(src_topic, src_partition, upstream, downstream)
@@ -171,8 +231,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     topic_map = dict(spec.topic_map)
     placements = _Placements()
     producer = _producer(spec)
-    on_delivery = placements.on_delivery
-    queued = placements.queued
+    callback = placements.callback
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -199,10 +258,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             hdr_list = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
             key, value = keys[i], values[i]
             size = (len(key) if key else 0) + (len(value) if value else 0)
-            q = queued.get((target, partition))
-            if q is None:
-                q = queued[(target, partition)] = deque()
-            q.append((src_topic, partition, offsets[i], ts, size))
+            on_delivery = callback((src_topic, partition, offsets[i], ts, size))
             try:
                 producer.produce(target, value=value, key=key, partition=partition, timestamp=ts,
                                  headers=hdr_list, on_delivery=on_delivery)
@@ -211,7 +267,6 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                     produce_after(first, producer, target, value=value, key=key, partition=partition,
                                   timestamp=ts, headers=hdr_list, on_delivery=on_delivery)
                 except KafkaException as exc:
-                    q.pop()
                     raise RuntimeError(
                         f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
                         f"{spec.source_alias} topic {src_topic} partition {partition} offset {offsets[i]} -> "

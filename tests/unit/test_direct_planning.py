@@ -68,3 +68,17 @@ def test_a_stopping_source_plans_no_new_batch(tmp_path):
         assert "asked the cluster" in str(exc)
     else:
         raise AssertionError("latestOffset did not read the end offsets without the stop flag")
+
+
+
+def test_a_partition_whose_end_fell_below_the_copied_offset_is_planned_again_from_its_start():
+    """``orders`` was copied up to 5000, then deleted and re-created: it now ends at 10."""
+    from replicator.datapath.source import MirrorStreamReader, SourceSpec
+    from replicator.datapath.writer import WriterSpec
+
+    spec = SourceSpec(WriterSpec("A", "B", (), (("orders", "A.orders"), ("other", "A.other"))), (),
+                      (("orders", 1), ("other", 1)), ())
+    reader = MirrorStreamReader(spec)
+    (group,) = reader.partitions({"orders": {"0": 5000}, "other": {"0": 7}}, {"orders": {"0": 10}, "other": {"0": 7}})
+    assert group.ranges == [("orders", 0, EARLIEST, 10)]
+    assert group.resets == {("orders", 0): 5000}
