@@ -36,6 +36,15 @@ def mm2_differences(config: MM2Config) -> list[str]:
                        f"{flow.source} with read_committed, so aborted records are never copied, but an open "
                        "(hanging) transaction holds its partitions at the last stable offset until it ends, "
                        "where MM2 would copy on")
+        producer = config.client_config(flow.target, "producer", flow)
+        in_flight = producer.get("max.in.flight.requests.per.connection", "").strip()
+        if (producer.get("enable.idempotence", "").strip().lower() == "false" and not flow.exactly_once
+                and in_flight not in ("", "1")):
+            _, line = producer.origins.get("max.in.flight.requests.per.connection", (None, None))
+            out.append(f"{flow.name}: max.in.flight.requests.per.connection = {in_flight}"
+                       f"{f' (line {line})' if line else ''} is overridden with 1 while {flow.target}'s producer "
+                       "has enable.idempotence = false: a retried request could land after a later one and "
+                       "reorder the target, where MM2 would use the configured value")
         if flow.exactly_once_connector == "required" and flow.exactly_once_support != "enabled":
             out.append(f"{flow.name}: {flow.exactly_once_reason()} switches exactly-once on for this flow; "
                        f"MM2 would refuse to start it unless {flow.target}.exactly.once.source.support = enabled")

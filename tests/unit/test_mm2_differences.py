@@ -42,6 +42,15 @@ def test_readme_lists_every_difference_in_its_section():
     text = README.read_text()
     section = re.search(r"^## Where sparkmirror differs from MM2\n(.*?)^## ", text, re.M | re.S)
     assert section, "README has no section 'Where sparkmirror differs from MM2'"
-    for fact in ("read_committed", "exactly.once.support = required", "tasks.max", "transforms",
+    for fact in ("read_committed", "exactly.once.support = required", "max.in.flight.requests.per.connection",
+                 "tasks.max", "transforms",
                  "checkpoint", "replication.policy.class"):
         assert fact in section.group(1), fact
+
+
+def test_more_requests_in_flight_without_idempotence_are_said_to_be_overridden():
+    [said] = [d for d in differences("b.producer.enable.idempotence = false\n"
+                                     "b.producer.max.in.flight.requests.per.connection = 5\n") if "in.flight" in d]
+    assert "max.in.flight.requests.per.connection = 5 (line 6) is overridden with 1" in said
+    assert not [d for d in differences("b.producer.enable.idempotence = false\n") if "in.flight" in d]
+    assert not [d for d in differences("b.producer.max.in.flight.requests.per.connection = 5\n") if "in.flight" in d]
