@@ -206,5 +206,5 @@ def test_progress_write_that_times_out_is_retried_before_the_commit(kafka_cluste
     # Spark replays the batch (the driver died before its commit): nothing is written again.
     (replay,) = write_partition_eos(spec, [rows])
     assert replay.column("skipped").to_pylist() == [10] and replay.column("records").to_pylist() == [0]
-    ids = read_ids(dr, mirror, "read_committed", 10, timeout=30, idle=2)
+    ids = read_ids(dr, mirror, "read_committed", 10, timeout=120, idle=2)
     assert [v for _p, v in ids] == list(range(10))

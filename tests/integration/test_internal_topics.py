@@ -48,7 +48,7 @@ def test_offset_syncs_land_on_partition_0_of_a_three_partition_topic(kafka_clust
     cfg = tmp_path / "mm2.properties"
     cfg.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
     with Replicator(cfg, tmp_path / "ckpt", tmp_path / "replicator.log") as rep:
-        rep.wait_for_log(f"flow {src}->{dst} batch 0: 60 records", timeout=240)
+        rep.wait_for_log(f"flow {src}->{dst}: streaming", timeout=240)
         assert len(consume_all(dr, f"{src}.{topic}", expected=60, timeout=240)) == 60
         rep.wait_for_log(f"internal topic {syncs_topic} on cluster {src} has 3 partitions; sparkmirror writes it "
                          "to partition 0 only", timeout=30)
