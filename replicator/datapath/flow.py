@@ -105,6 +105,7 @@ class FlowReplicator:
         self.stats = FlowStats()
         self.failure: str | None = None
         self.stopping = False
+        self._closed = False  # close() was called: never start the query again
         self._lock = threading.Lock()
         # Starting, stopping and restarting the query: the supervisor (job's main loop)
         # and the topic refresh thread both do it.
@@ -282,8 +283,17 @@ class FlowReplicator:
                 log.debug("flow %s: stop: %s", self.name, exc)
             self._stop_flag.unlink(missing_ok=True)
 
+    def close(self) -> None:
+        """Stop the query for good (the job is stopping): a topic refresh or the supervisor that
+        comes after this starts nothing again."""
+        with self._query_lock:
+            self._closed = True
+            self._stop_query()
+
     def restart_query(self) -> None:
         with self._query_lock:
+            if self._closed:
+                return
             self._stop_query()
             self._start_query()
             self._restart_at = None
@@ -353,6 +363,8 @@ class FlowReplicator:
                     time.monotonic() - started, what)
 
     def _try_restart(self) -> None:
+        if self._closed:
+            return
         try:
             self.refresh_topics()
             self._stop_query()

@@ -136,7 +136,7 @@ class ReplicatorJob:
             return 0
         finally:
             for fr in self.flows:
-                fr.stop_query()
+                fr.close()  # no topic refresh or supervisor round starts the query again
             self.stop_event.set()
             for t in self.threads:
                 t.join(10)

@@ -70,7 +70,6 @@ def test_a_stopping_source_plans_no_new_batch(tmp_path):
         raise AssertionError("latestOffset did not read the end offsets without the stop flag")
 
 
-
 def test_a_partition_whose_end_fell_below_the_copied_offset_is_planned_again_from_its_start():
     """``orders`` was copied up to 5000, then deleted and re-created: it now ends at 10."""
     from replicator.datapath.source import MirrorStreamReader, SourceSpec
@@ -82,3 +81,24 @@ def test_a_partition_whose_end_fell_below_the_copied_offset_is_planned_again_fro
     (group,) = reader.partitions({"orders": {"0": 5000}, "other": {"0": 7}}, {"orders": {"0": 10}, "other": {"0": 7}})
     assert group.ranges == [("orders", 0, EARLIEST, 10)]
     assert group.resets == {("orders", 0): 5000}
+
+
+def test_a_closed_flow_is_never_restarted():
+    """A topic refresh that finishes after SIGTERM (a partition grew meanwhile) used to start the
+    query again after the job had stopped it: close() makes restarts no-ops."""
+    import threading
+
+    from replicator.datapath.flow import FlowReplicator
+
+    fr = FlowReplicator.__new__(FlowReplicator)  # only the start/stop bookkeeping is exercised
+    fr._query_lock, fr._closed, fr._restart_at = threading.RLock(), False, None
+    started = []
+    fr._stop_query = lambda: None
+    fr._start_query = lambda: started.append(1)
+    fr.refresh_topics = lambda: False
+    fr.restart_query()
+    assert started == [1]
+    fr.close()
+    fr.restart_query()
+    fr._try_restart()
+    assert started == [1]
