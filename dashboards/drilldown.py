@@ -69,8 +69,10 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "monitor's page say it in words.", "none", mappings=ui.up_mappings("READY", "NOT READY")), w=6, h=8)
     grid.add(ui.table(
         "Why groups cannot fail over", q.failover_blocked(),
-        "One row per group and reason (docs/monitor-status.md): no-checkpoint, behind-offset-syncs, "
-        "would-skip, past-target-end, reread-records, reread-seconds.", "none"), w=10, h=8)
+        "Per group, each reason (docs/monitor-status.md: no-checkpoint, behind-offset-syncs, would-skip, "
+        "past-target-end, reread-records, reread-seconds); the ones that apply now come first.", "none",
+        mappings=[{"type": "value", "options": {"1": {"text": "blocks", "color": ui.RED, "index": 0},
+                                                "0": {"text": "-", "color": ui.GREEN, "index": 1}}}]), w=10, h=8)
     grid.add(ui.stat(
         "Groups not ready to fail over", q.failover_groups_not_ready(),
         "Consumer groups of the flow that cannot fail over now.",

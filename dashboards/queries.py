@@ -178,8 +178,8 @@ def failover_ready() -> Query:
 
 
 def failover_blocked() -> Query:
-    """The reasons groups cannot fail over now: one row per group and reason that applies."""
-    return Query(f"{sel(m.FAILOVER_BLOCKED, FLOW, GROUP)} == 1", instant=True)
+    """Every group and reason, 1 where it applies (a table sorted by value lists those first)."""
+    return Query(sel(m.FAILOVER_BLOCKED, FLOW, GROUP), instant=True)
 
 
 def failover_reread_seconds() -> Query:
