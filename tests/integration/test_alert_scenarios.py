@@ -42,6 +42,7 @@ from replicator.model.records import Heartbeat
 from tests.integration.test_monitor_helpers import produce_raw, write_mm2_config
 from tests.integration.test_monitor_lag import Flow
 from tests.integration.test_status_page import commit_group
+from tests.support.kafka import create_topic
 from tests.support.prometheus import AlertmanagerServer, MonitorProcess, PrometheusServer, WebhookReceiver
 
 pytestmark = [pytest.mark.kafka]
@@ -170,6 +171,24 @@ def _build(kafka_clusters, work: Path) -> dict[str, Scenario]:
         silent={PAGE, "SparkmirrorReplicatorDown"}, monitor=_monitor(work / "group" / "monitor", f.config),
         flow=f.name)
     out["group cannot fail over"].beats = f
+
+    # 6. Retention is about to delete records the replicator has not copied: a topic keeping records
+    # 1 hour, its 5 records written 55 minutes ago and still waiting (5 minutes of headroom). The flow is
+    # also far behind and stalled, which their own alerts say; nothing is lost yet.
+    u = os.urandom(4).hex()
+    (work / "retention").mkdir()
+    f = Flow(kafka_clusters, work / "retention", u)
+    short = f"short-{u}"
+    create_topic(primary, short, config={"retention.ms": "3600000"})
+    create_topic(dr, f"{f.src}.{short}")
+    produce_raw(primary, short, [{"key": b"k", "value": b"v", "timestamp": now_ms - 55 * 60_000}] * 5)
+    f.start_heartbeats()
+    out["retention headroom low"] = Scenario(
+        "retention about to delete unreplicated records",
+        fire={"SparkmirrorRetentionHeadroomLow", "SparkmirrorLagHigh", "SparkmirrorFlowStalled"},
+        silent={PAGE, "SparkmirrorDataLost"}, monitor=_monitor(work / "retention" / "monitor", f.config),
+        flow=f.name)
+    out["retention headroom low"].beats = f
     return out
 
 
@@ -255,7 +274,8 @@ _START, _END = "<!-- alert-scenarios:start -->", "<!-- alert-scenarios:end -->"
 
 
 @pytest.mark.parametrize("name", ["replicator never started", "heartbeats disabled by config", "one cluster down",
-                                  "loss before the monitor started", "group cannot fail over"])
+                                  "loss before the monitor started", "group cannot fail over",
+                                  "retention headroom low"])
 def test_scenario_pages_what_it_must_and_nothing_else(scenarios, name):
     s = scenarios[name]
     assert s.fire <= s.notified, f"{name}: not notified {s.fire - s.notified}; notified {s.notified}"
