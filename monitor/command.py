@@ -88,7 +88,11 @@ def register(subparsers) -> None:
     p.add_argument("--window", type=int, default=10, metavar="N",
                    help="refreshes that must agree before a partition is STALL or lag-growing WARN (default 10)")
     p.add_argument("--heartbeat-timeout", type=float, default=None, metavar="SECONDS",
-                   help="heartbeat age after which a flow is STOP (default 2 x emit.heartbeats.interval.seconds)")
+                   help="seconds without a heartbeat arriving on the target after which a flow is STOP "
+                        "(default 2 x emit.heartbeats.interval.seconds, at least 10)")
+    p.add_argument("--heartbeat-latency-warn", type=float, default=30.0, metavar="SECONDS",
+                   help="a flow whose newest heartbeat is older than this while heartbeats still arrive "
+                        "is WARN: replicating, but late (default 30)")
     p.add_argument("--checkpoint-timeout", type=float, default=None, metavar="SECONDS",
                    help="checkpoint age after which a moving group's checkpoint is stale "
                         "(default 2 x emit.checkpoints.interval.seconds + --groups-interval)")
@@ -125,7 +129,8 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
         groups_interval=args.groups_interval,
         metadata_interval=args.metadata_interval, timeout=args.timeout, granularity=args.granularity,
         series=args.series,
-        window=args.window, heartbeat_timeout=args.heartbeat_timeout, checkpoint_timeout=args.checkpoint_timeout,
+        window=args.window, heartbeat_timeout=args.heartbeat_timeout,
+        heartbeat_latency_warn=args.heartbeat_latency_warn, checkpoint_timeout=args.checkpoint_timeout,
         probe_lag_seconds=args.probe,
         failover_max_reread_seconds=args.failover_max_reread_seconds or None,
         failover_max_reread_records=args.failover_max_reread_records or None,

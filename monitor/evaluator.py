@@ -22,6 +22,16 @@ from monitor.state import FlowState, MonitorState, PartitionState
 OK, WARN, STALL, STOP, ERR = STATUSES
 
 
+#: Heartbeats reach the target in bursts (a Spark micro-batch, a busy MM2 producer), so the
+#: default silence allowed is never below this, however short the heartbeat interval.
+MIN_HEARTBEAT_TIMEOUT = 10.0
+
+
+def heartbeat_timeout(settings: EvaluatorSettings, interval: float) -> float:
+    """Seconds without a heartbeat arriving after which a flow is STOP."""
+    return settings.heartbeat_timeout or max(2.0 * interval, MIN_HEARTBEAT_TIMEOUT)
+
+
 def worst(statuses) -> str:
     return max(statuses, key=STATUS_CODES.__getitem__, default=OK)
 
@@ -29,7 +39,8 @@ def worst(statuses) -> str:
 @dataclass(frozen=True)
 class EvaluatorSettings:
     window: int = 10                         # samples that must agree for STALL / lag-growing WARN
-    heartbeat_timeout: float | None = None   # default 2 x heartbeat interval
+    heartbeat_timeout: float | None = None   # default: heartbeat_timeout()
+    heartbeat_latency_warn: float = 30.0     # newest heartbeat older than this while arriving: WARN
     checkpoint_timeout: float | None = None  # default 2 x checkpoint interval + groups_interval
     groups_interval: float = 30.0
     granularity: str = "partition"
@@ -112,6 +123,7 @@ class HeartbeatResult:
     latency_count: int
     last_latency_seconds: float | None
     stopped: bool
+    arrival_age_seconds: float | None = None  # since a heartbeat last arrived on the target
 
 
 @dataclass
@@ -361,23 +373,32 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
                            f"successful read")
 
     hb = fs.heartbeat
-    timeout = settings.heartbeat_timeout or 2.0 * w.heartbeat_interval
+    timeout = heartbeat_timeout(settings, w.heartbeat_interval)
     age = max(0.0, now - hb.newest_ms / 1000.0) if hb.newest_ms is not None else None
+    # Arrival, not age: a heartbeat's age includes the replication latency, so a slow but
+    # healthy flow would look stopped. The monitor watches from its start, so a heartbeat that
+    # arrived before it (or whose arrival it cannot know) counts as arrived at the start.
+    silent = now - max(hb.last_arrival_at or fs.started_at, fs.started_at)
+    arrival_age = max(0.0, now - hb.last_arrival_at) if hb.last_arrival_at is not None else None
     stopped = False
     stop_reason = ""
     if w.heartbeats_expected:
-        if age is not None and age > timeout:
-            stopped, stop_reason = True, f"no heartbeat in {w.heartbeats_topic} on {w.target} for {age:.1f}s " \
-                                         f"(timeout {timeout:g}s)"
-        elif age is None and now - fs.started_at > timeout:
+        if silent > timeout and arrival_age is not None:
+            stopped, stop_reason = True, f"no heartbeat arrived in {w.heartbeats_topic} on {w.target} for " \
+                                         f"{arrival_age:.1f}s (timeout {timeout:g}s)"
+        elif silent > timeout:
             stopped, stop_reason = True, f"no heartbeat seen in {w.heartbeats_topic} on {w.target} " \
                                          f"since the monitor started {now - fs.started_at:.0f}s ago"
+        elif age is not None and age > settings.heartbeat_latency_warn:
+            statuses.append(WARN)
+            reasons.append(f"heartbeats arrive, but the newest was emitted {age:.0f}s ago (replication latency "
+                           f"over {settings.heartbeat_latency_warn:g}s)")
     if stopped:
         statuses.append(STOP)
         reasons.append(f"replication stopped: {stop_reason}")
     heartbeat = HeartbeatResult(w.heartbeats_topic, w.heartbeats_expected, timeout, age, hb.newest_ms,
                                 hb.received_total, list(hb.bucket_counts), hb.latency_sum, hb.latency_count,
-                                hb.last_latency, stopped)
+                                hb.last_latency, stopped, arrival_age)
 
     partitions = []
     for i, (_, p) in enumerate(sorted(fs.partitions.items()), 1):

@@ -131,8 +131,8 @@ FLOW_PARTITIONS = _m(
     "Replicated partitions of the flow in each status.")
 REPLICATOR_UP = _m(
     "replicator_up", "gauge", "", F,
-    "1 if the flow's replicator shows signs of life: a heartbeat younger than the heartbeat "
-    "timeout, or offset-sync progress (or nothing to copy) while heartbeats are not expected.")
+    "1 if the flow's replicator shows signs of life: a heartbeat arrived on the target within the "
+    "heartbeat timeout, or offset-sync progress (or nothing to copy) while heartbeats are not expected.")
 HEARTBEAT_LATENCY = _m(
     "heartbeat_latency_seconds", "histogram", "seconds", F,
     "Time from a heartbeat's timestamp (written on the source) to its append on the target "
@@ -148,8 +148,9 @@ HEARTBEATS_EXPECTED = _m(
     "switched off: heartbeat alerts apply only where this is 1.")
 HEARTBEAT_TIMEOUT = _m(
     "heartbeat_timeout_seconds", "gauge", "seconds", F,
-    "Heartbeat age above which the monitor calls the flow stopped: 2 x the flow's "
-    "emit.heartbeats.interval.seconds, or the monitor's --heartbeat-timeout.")
+    "Seconds without a heartbeat arriving on the target after which the monitor calls the flow STOP "
+    "(compare with sparkmirror_heartbeat_arrival_age_seconds): 2 x the flow's "
+    "emit.heartbeats.interval.seconds but at least 10 s, or the monitor's --heartbeat-timeout.")
 HEARTBEAT_SEEN = _m(
     "heartbeat_seen", "gauge", "", F,
     "1 once the monitor has read a heartbeat of the flow, 0 while it has seen none (then the heartbeat "
@@ -158,6 +159,11 @@ HEARTBEAT_AGE = _m(
     "heartbeat_age_seconds", "gauge", "seconds", F,
     "Now minus the timestamp of the newest heartbeat seen in <source>.heartbeats on the target; while "
     "none was seen (sparkmirror_heartbeat_seen 0), seconds since the monitor started watching the flow.")
+HEARTBEAT_ARRIVAL_AGE = _m(
+    "heartbeat_arrival_age_seconds", "gauge", "seconds", F,
+    "Now minus when a heartbeat last arrived in <source>.heartbeats on the target (its append time "
+    "when known, else its own timestamp): the flow is STOP when this exceeds the heartbeat timeout. "
+    "Unlike the age it does not include the replication latency.")
 HEARTBEAT_LAST_TIMESTAMP = _m(
     "heartbeat_last_timestamp_seconds", "gauge", "seconds", F,
     "Timestamp of the newest heartbeat seen on the target (epoch seconds).")

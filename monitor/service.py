@@ -62,6 +62,7 @@ class MonitorService:
                                 for a in aliases}
         self.state = MonitorState(self.flows, aliases, window=options.window, sample_every=options.interval)
         self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
+                                          heartbeat_latency_warn=options.heartbeat_latency_warn,
                                           checkpoint_timeout=options.checkpoint_timeout,
                                           groups_interval=options.groups_interval,
                                           granularity=options.granularity, series=options.series,

@@ -94,6 +94,9 @@ class HeartbeatState:
     newest_ms: int | None = None
     received_total: int = 0
     last_received_at: float | None = None
+    # When a heartbeat last arrived on the target: its append time when known (LogAppendTime,
+    # or received live), else its own timestamp, the earliest it can have arrived.
+    last_arrival_at: float | None = None
     topic_present: bool | None = None
     bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(metrics.LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
@@ -225,6 +228,8 @@ class MonitorState:
             hb.newest_ms = heartbeat.timestamp_ms
         pair = (heartbeat.source, heartbeat.target)
         hb.pairs[pair] = max(hb.pairs.get(pair, heartbeat.timestamp_ms), heartbeat.timestamp_ms)
+        arrival = append_time if append_time is not None else heartbeat.timestamp_ms / 1000.0
+        hb.last_arrival_at = arrival if hb.last_arrival_at is None else max(hb.last_arrival_at, arrival)
         if append_time is None:
             return
         latency = max(0.0, append_time - heartbeat.timestamp_ms / 1000.0)

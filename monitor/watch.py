@@ -36,7 +36,8 @@ class MonitorOptions:
     granularity: str = "partition"
     series: str = "all"              # per-partition series: all | topic | not-ok
     window: int = 10                 # samples per partition for trend rules (Burrow's window)
-    heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds
+    heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds, at least 10 s
+    heartbeat_latency_warn: float = 30.0     # newest heartbeat older than this while they arrive: WARN
     checkpoint_timeout: float | None = None  # default: 2 x emit.checkpoints.interval.seconds + groups_interval
     probe_lag_seconds: bool = True          # also: timestamps of the records a failover would re-read
     failover_max_reread_records: int | None = None  # None: no limit

@@ -64,6 +64,7 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
         "heartbeat": {
             "topic": hb.topic, "expected": hb.expected, "timeout_seconds": hb.timeout_seconds,
             "age_seconds": _round(hb.age_seconds), "last_timestamp_ms": hb.last_timestamp_ms,
+            "arrival_age_seconds": _round(hb.arrival_age_seconds),
             "received_total": hb.received_total, "stopped": hb.stopped,
             "latency": {"count": hb.latency_count, "sum_seconds": _round(hb.latency_sum),
                         "last_seconds": _round(hb.last_latency_seconds),

@@ -196,7 +196,8 @@ def heartbeat_text(hb: dict) -> tuple[str, str, bool]:
     detail = f"timeout {duration(timeout)}"
     if latency is not None:
         detail += f" · latency {duration(latency)}"
-    late = hb.get("stopped") or (timeout is not None and hb["age_seconds"] > timeout)
+    arrived = hb.get("arrival_age_seconds")
+    late = hb.get("stopped") or (timeout is not None and arrived is not None and arrived > timeout)
     return f"{duration(hb['age_seconds'])} ago", detail, bool(late)
 
 

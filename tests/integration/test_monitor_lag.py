@@ -147,7 +147,8 @@ def test_heartbeats_stop_turns_the_flow_stop(kafka_clusters, tmp_path, unique):
     f.sync(0, 0, 0)  # ... but only one record copied: lag 2 while the replicator is gone
     f.copy(0, 1, int(time.time() * 1000))
     f.start_heartbeats(every=0.2)
-    with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
+    # A 2 s timeout (the default is 2 x the interval but at least 10 s) keeps the test short.
+    with RunningMonitor(f.config, topics_exclude=[".*heartbeats"], heartbeat_timeout=2.0) as mon:
         mon.wait_for(lambda s: s["flows"][0]["heartbeat"]["received_total"] > 2, 20, "heartbeats")
         assert mon.flow(f.name)["status"] != "STOP"
         f.stop_heartbeats()
@@ -155,8 +156,8 @@ def test_heartbeats_stop_turns_the_flow_stop(kafka_clusters, tmp_path, unique):
         flow = mon.wait_for(lambda s: s["flows"][0]["status"] == "STOP" and s["flows"][0], 10, "STOP",
                             interval=0.05)
         detected = time.time() - last
-        # Heartbeat interval 1 s (mm2.properties), evaluation every 0.5 s: STOP within 2 x 1 s + 0.5 s,
-        # plus the 0.05 s of this polling loop.
+        # No heartbeat arrival for the 2 s timeout, evaluation every 0.5 s: STOP within 2 s + 0.5 s
+        # after the last one arrived, plus the 0.05 s of this polling loop.
         assert detected <= 2 * 1.0 + 0.5 + 0.1, detected
         assert flow["heartbeat"]["stopped"] and flow["replicator_up"] is False
         assert any("no heartbeat" in r for r in flow["reasons"])

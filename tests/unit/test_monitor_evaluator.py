@@ -246,26 +246,56 @@ def test_counters_follow_position_and_source_end():
 
 # --- flows ---------------------------------------------------------------------------
 
-def test_heartbeat_timeout_turns_flow_and_lagging_partitions_stop():
+def test_heartbeats_that_stop_arriving_turn_flow_and_lagging_partitions_stop():
     state, clock = make_state()
     beat(state, clock)
-    offsets(state, clock, end=20, target_end=10, sync=(0, 0))
     state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 20, 10, (0, 0)),
                                 OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))], at=clock.now)
-    clock.now += 1.9
+    clock.now += 9.9
     assert run(state, clock).flows[0].status != "STOP"
-    clock.now += 0.2  # 2 x emit.heartbeats.interval.seconds
+    clock.now += 0.2  # the default timeout: 2 x emit.heartbeats.interval.seconds, at least 10 s
     f = run(state, clock).flows[0]
     assert f.status == "STOP" and f.heartbeat.stopped and not f.replicator_up
+    assert "no heartbeat arrived in a.heartbeats on b for 10.1s" in f.reasons[0]
     assert [p.status for p in f.partitions] == ["STOP", "OK"]  # a caught-up partition has nothing to stop
-    assert run(state, clock, heartbeat_timeout=10).flows[0].status != "STOP"
+    assert run(state, clock, heartbeat_timeout=30).flows[0].status != "STOP"
+    assert run(state, clock, heartbeat_timeout=2).flows[0].status == "STOP"
+
+
+def test_slow_flow_whose_heartbeats_keep_arriving_is_not_stop_but_warn_when_very_late():
+    # Every heartbeat takes 15 s to cross (a loaded MM2, long micro-batches), but one arrives
+    # every second: the newest heartbeat is always 15 s old, far over 2 x the interval.
+    state, clock = make_state()
+    offsets(state, clock)
+    for _ in range(20):
+        clock.now += 1
+        beat(state, clock, latency=15.0)
+    f = run(state, clock).flows[0]
+    assert f.heartbeat.age_seconds == pytest.approx(15.0) and f.heartbeat.arrival_age_seconds == 0.0
+    assert f.status == "OK" and not f.heartbeat.stopped and f.replicator_up
+    f = run(state, clock, heartbeat_latency_warn=10).flows[0]
+    assert f.status == "WARN" and f.replicator_up
+    assert f.reasons == ["heartbeats arrive, but the newest was emitted 15s ago (replication latency over 10s)"]
+
+
+def test_old_heartbeats_already_on_the_target_at_start_are_stop_after_the_timeout():
+    state, clock = make_state()
+    offsets(state, clock)
+    beat(state, clock, latency=None)  # read from the backlog: arrival unknown, at most its timestamp
+    state.add_heartbeat(FLOW, Heartbeat("b", "a", int((clock.now - 3600) * 1000)), None)
+    clock.now += 5
+    f = run(state, clock).flows[0]
+    assert f.status == "OK" and f.heartbeat.arrival_age_seconds == pytest.approx(5)
+    clock.now += 5.1
+    f = run(state, clock).flows[0]
+    assert f.status == "STOP" and "for 10.1s" in f.reasons[0]
 
 
 def test_no_heartbeat_ever_is_stop_after_the_timeout_from_start():
     state, clock = make_state()
     offsets(state, clock)
     assert run(state, clock).flows[0].status == "OK"
-    clock.now += 2.5
+    clock.now += 10.5
     f = run(state, clock).flows[0]
     assert f.status == "STOP" and "since the monitor started" in f.reasons[0]
 
