@@ -96,6 +96,7 @@ class GroupPartitionResult:
     translated: int | None
     lag_records: int | None
     age_seconds: float | None
+    due_seconds: float | None = None  # how long a newer checkpoint has been due; None: none is due
 
 
 @dataclass
@@ -108,6 +109,8 @@ class GroupResult:
     missing: int
     partitions: list[GroupPartitionResult]
     failover: readiness.GroupFailover | None = None  # None: no committed offset to fail over
+    stale: int = 0             # partitions whose due checkpoint is later than the timeout
+    due_seconds: float = 0.0   # longest time a newer checkpoint has been due (0: none is due)
 
 
 @dataclass
@@ -214,7 +217,9 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     position = part.position.offset
     lag = lagmath.records_lag(position, part.source_start, part.source_end)
     lag, lag_seconds, oldest_ms = _seconds_lag(part, lag, now)
-    lost = lagmath.lost_range(position, part.source_start)
+    probe = part.probe
+    empty_to = probe.empty_to if probe is not None and probe.position == position else None
+    lost = lagmath.lost_range(position, part.source_start, empty_to)
     lost_records = lost[1] - lost[0] if lost else 0
 
     reasons: list[str] = []
@@ -223,7 +228,8 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     if lost_records:
         status = ERR
         reasons.append(f"{lost_records} source records were deleted (retention or deleteRecords) before "
-                       f"they were replicated: log start {part.source_start} > replicated position {position}")
+                       f"they were replicated: log start {part.source_start} > replicated position "
+                       f"{lost[0]}")
     elif lag is None:
         # Unknown by configuration (no offset-syncs) is said, not warned about: nothing is wrong.
         status = OK if part.position.basis == lagmath.UNKNOWN_SYNCS_OFF else WARN
@@ -307,6 +313,34 @@ def _topics(partitions: list[PartitionResult], lost_total: dict[str, int]) -> li
 
 
 # --- checkpoints -----------------------------------------------------------------
+#
+# MM2 writes a group's checkpoint only when its translation changes, so an old
+# checkpoint is no sign of trouble: an idle group, or one moving between two
+# offset-syncs, gets none for as long as that lasts. A newer checkpoint is *due*
+# once the group's committed offset C has passed an offset-sync (U, D) that the
+# newest checkpoint does not cover (checkpoint upstream < U <= C) and that moves
+# MM2's translation of C past the checkpointed target offset. It is due from
+# the later of the sync's record time and the moment the monitor first saw the
+# group at or past U; a checkpoint due for longer than the timeout is stale.
+
+def checkpoint_due_since(syncs, history, committed: int, cp, first_seen: float) -> float | None:
+    """When a checkpoint newer than ``cp`` became due for committed offset ``committed``, or None."""
+    due = None
+    for upstream, downstream, written in syncs or ():
+        if not cp.upstream_offset < upstream <= committed:
+            continue
+        translated = downstream if committed == upstream else downstream + 1  # MM2's rule with this sync
+        if translated <= cp.downstream_offset:
+            continue
+        reached = first_seen
+        for offset, at in reversed(history or ()):
+            if offset < upstream:
+                break
+            reached = at
+        since = max(written, reached)
+        due = since if due is None else min(due, since)
+    return due
+
 
 def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
     source_of = {p.target_topic: p.topic for p in fs.partitions.values()}
@@ -319,6 +353,7 @@ def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
     for group in sorted(set(by_group) | set(fs.group_offsets)):
         committed = fs.group_offsets.get(group, {})
         cps = by_group.get(group, {})
+        first_seen = fs.group_first_seen.get(group, now)
         parts = []
         for topic, partition in sorted(set(committed) | set(cps)):
             c = committed.get((topic, partition))
@@ -334,27 +369,32 @@ def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
                                                       cp.upstream_offset, cp.downstream_offset, None, None, age))
                     continue
                 lag = readiness.reread_records(c, cp.upstream_offset, cp.downstream_offset, translated)
-                stale = c > cp.upstream_offset and lag > 0 and age > timeout
+                since = checkpoint_due_since(fs.recent_syncs.get((topic, partition)),
+                                             fs.group_history.get((group, topic, partition)), c, cp, first_seen)
+                due = None if since is None else max(0.0, now - since)
+                stale = due is not None and due > timeout
                 parts.append(GroupPartitionResult(topic, target_topic, partition, "stale" if stale else "ok", c,
-                                                  cp.upstream_offset, cp.downstream_offset, translated, lag, age))
+                                                  cp.upstream_offset, cp.downstream_offset, translated, lag, age,
+                                                  due))
             else:
-                seen_for = now - fs.group_first_seen.get(group, now)
-                state = "missing" if translated is not None and seen_for > timeout else "pending"
+                state = "missing" if translated is not None and now - first_seen > timeout else "pending"
                 parts.append(GroupPartitionResult(topic, target_topic, partition, state, c, None, None,
                                                   translated, None, None))
         stale = [p for p in parts if p.state == "stale"]
         missing = [p for p in parts if p.state == "missing"]
         reasons = []
         if stale:
-            reasons.append(f"{len(stale)} checkpoints older than {timeout:.0f}s while the group moved on "
-                           f"(checkpoints stopped?)")
+            reasons.append(f"{len(stale)} partitions where the group moved past an offset-sync more than "
+                           f"{timeout:.0f}s ago and no checkpoint followed (checkpoints stopped?)")
         if missing:
             reasons.append(f"{len(missing)} partitions with a committed offset have no checkpoint: the group "
                            f"cannot fail over there")
-        behind = [p.age_seconds for p in parts if p.lag_records and p.age_seconds is not None]
+        due = [p for p in parts if p.due_seconds is not None]
         results.append(GroupResult(group, WARN if reasons else OK, reasons,
-                                   sum(p.lag_records or 0 for p in parts), max(behind, default=0.0),
-                                   len(missing), parts))
+                                   sum(p.lag_records or 0 for p in parts),
+                                   max((p.age_seconds for p in due), default=0.0),
+                                   len(missing), parts, stale=len(stale),
+                                   due_seconds=max((p.due_seconds for p in due), default=0.0)))
     return results
 
 

@@ -13,6 +13,13 @@ the target end offset carries the rest: a replicator that flushes its syncs
 lazily (MM2 keeps the newest one pending) still gives an exact position, and
 an idle one gives exactly ``source end - position = 0``.
 
+A target written in transactions breaks "T - 1 - D records": every commit
+leaves a marker offset (and an abort leaves records no consumer reads), so the
+position would run ahead of the truth and lag read 0 while records are still
+missing. For such flows the position is the newest sync's U + 1 instead
+(``replicated_position(..., target_has_gaps=True)``), exact once the newest
+sync is written and otherwise behind, never ahead.
+
 Where it is not exact (documented in docs/monitor-status.md): offsets missing
 upstream between U and the position (compaction, transaction markers) make the
 position too low, so lag is over-counted until the next sync, which MM2 sends
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 
 #: How a position was found (``position_basis`` in /api/status).
 BASIS_SYNC = "offset-sync"
+BASIS_SYNC_ONLY = "offset-sync-only"       # target with transaction markers: U + 1 of the newest sync
 BASIS_EMPTY_MIRROR = "empty-mirror"        # no sync, nothing on the target: nothing copied yet
 BASIS_NO_MIRROR = "no-mirror-partition"    # the mirror partition does not exist (yet)
 UNKNOWN_NO_SYNC = "no-offset-sync"         # target has records but no sync says what they are
@@ -45,13 +53,20 @@ class Position:
 
 
 def replicated_position(sync: tuple[int, int] | None, target_end: int | None,
-                        source_start: int | None, source_end: int | None, *, syncs_enabled: bool = True) -> Position:
+                        source_start: int | None, source_end: int | None, *, syncs_enabled: bool = True,
+                        target_has_gaps: bool = False) -> Position:
     """The position from the newest sync (U, D), the target end offset and the source offsets.
 
     Without offset-syncs (``syncs_enabled`` False) only an absent or empty mirror
     partition has a known position; the end offsets alone cannot say which source
     records a non-empty mirror holds (retention, compaction and transaction markers
     differ on the two sides), so the position is unknown rather than guessed.
+
+    ``target_has_gaps``: the replicator writes the target in transactions, so T - D
+    also counts commit markers (and aborted records) and would put the position
+    past records not yet copied. The position is then U + 1, the sync's own
+    record: exact whenever the replicator has flushed its newest sync (MM2 does
+    after every transaction, sparkmirror after every batch), never too high.
     """
     if source_end is None or source_start is None:
         return Position(None, UNKNOWN_NO_OFFSETS)
@@ -67,6 +82,8 @@ def replicated_position(sync: tuple[int, int] | None, target_end: int | None,
     upstream, downstream = sync
     if target_end <= downstream:
         return Position(None, UNKNOWN_SYNC_AHEAD)
+    if target_has_gaps:
+        return Position(min(upstream + 1, source_end), BASIS_SYNC_ONLY)
     return Position(min(upstream + target_end - downstream, source_end), BASIS_SYNC)
 
 
@@ -82,8 +99,17 @@ def records_lag(position: int | None, source_start: int | None, source_end: int 
     return max(0, source_end - max(position, source_start or 0))
 
 
-def lost_range(position: int | None, source_start: int | None) -> tuple[int, int] | None:
-    """Source offsets [position, log start) deleted before they were copied, or None."""
-    if position is None or source_start is None or source_start <= position:
+def lost_range(position: int | None, source_start: int | None,
+               empty_to: int | None = None) -> tuple[int, int] | None:
+    """Source offsets [position, log start) deleted before they were copied, or None.
+
+    ``empty_to``: the offsets [position, empty_to) are known to hold no record (a
+    transaction's commit marker at the position, read before retention or
+    deleteRecords removed it); they are not counted as lost.
+    """
+    if position is None or source_start is None:
         return None
-    return position, source_start
+    first = max(position, empty_to or position)
+    if source_start <= first:
+        return None
+    return first, source_start

@@ -229,8 +229,15 @@ CHECKPOINT_LAG = _m(
     level="partition")
 GROUP_CHECKPOINT_AGE = _m(
     "group_checkpoint_age_seconds", "gauge", "seconds", FG,
-    "Oldest checkpoint age among the group's partitions that are behind (checkpoint lag > 0); "
-    "0 when every checkpoint is current.", level="group")
+    "Oldest checkpoint age among the group's partitions where a newer checkpoint is due (the group "
+    "moved past an offset-sync its newest checkpoint does not cover); 0 when none is due. MM2 writes "
+    "a checkpoint only when the translation changes, so an idle group's old checkpoint is not due.",
+    level="group")
+GROUP_CHECKPOINT_STALE = _m(
+    "group_checkpoint_stale_partitions", "gauge", "", FG,
+    "Partitions whose due checkpoint has not come within the checkpoint timeout (the group moved past "
+    "an offset-sync and no checkpoint followed): checkpoints stopped. The checkpoints-stale alert input.",
+    level="group")
 GROUP_CHECKPOINT_LAG = _m(
     "group_checkpoint_lag_records", "gauge", "records", FG,
     "Checkpoint lag summed over the group's partitions.", level="group")

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field, replace
 from monitor import metrics
 from monitor.lag import Position, lost_range, records_lag, replicated_position
 from monitor.watch import WatchedFlow
+
+#: Offset-syncs per partition and committed offsets per group partition kept with their times,
+#: for telling when a checkpoint became due (see evaluator: checkpoints).
+RECENT_SYNCS = 16
+GROUP_HISTORY = 16
 from replicator.model.offsets import OffsetSyncStore
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 
@@ -71,6 +76,10 @@ class Probe:
     timestamp_ms: int | None
     source_end: int
     read_at: float
+    # The probe found no record in [position, empty_to) and the log start was still at or below
+    # the position afterwards: those offsets held only transaction markers (or compacted-away
+    # records), never a record to copy. None when unknown.
+    empty_to: int | None = None
 
 
 @dataclass
@@ -143,6 +152,10 @@ class FlowState:
     checkpoints_topic_present: bool | None = None
     group_offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     group_first_seen: dict[str, float] = field(default_factory=dict)
+    # Per (group, topic, partition): each committed offset seen, with when it was first seen.
+    group_history: dict[tuple[str, str, int], deque[tuple[int, float]]] = field(default_factory=dict)
+    # Per partition: the newest offset-syncs as (upstream, downstream, record time in seconds).
+    recent_syncs: dict[TopicPartition, deque[tuple[int, int, float]]] = field(default_factory=dict)
     groups_read_at: float | None = None
     lost_total: Counter = field(default_factory=Counter)  # topic -> offsets lost
     retention: dict[str, TopicRetention] = field(default_factory=dict)  # source topic -> its settings
@@ -185,6 +198,10 @@ class MonitorState:
         self.started_at = clock()
         self.clusters = {alias: ClusterHealth(alias) for alias in clusters}
         self.flows = {f.name: FlowState(f, self.started_at, window=window) for f in flows}
+        for fs in self.flows.values():
+            # As the replicator's own store: interpolating between syncs assumes a target without
+            # gaps, which transactions break (replicator.model.offsets.OffsetSyncStore).
+            fs.sync_store = OffsetSyncStore(fs.watch.offset_lag_max, interpolate=not fs.watch.target_has_gaps)
         self.decode_errors: Counter = Counter()  # (cluster, topic, record_type) -> count
         self.latency_listeners: list[Callable[[str, float], None]] = []
 
@@ -245,6 +262,12 @@ class MonitorState:
         state = self.flows[flow]
         state.syncs[(sync.topic, sync.partition)] = (sync.upstream_offset, sync.downstream_offset)
         state.sync_store.add(sync)
+        recent = state.recent_syncs.get((sync.topic, sync.partition))
+        if recent is None:
+            recent = state.recent_syncs[(sync.topic, sync.partition)] = deque(maxlen=RECENT_SYNCS)
+        if recent and sync.downstream_offset <= recent[-1][1]:
+            recent.clear()  # the target went backwards (re-created): the older syncs describe nothing now
+        recent.append((sync.upstream_offset, sync.downstream_offset, timestamp_ms / 1000.0))
         state.syncs_total += 1
         state.syncs_topic_present = True
         if state.newest_sync_ms is None or timestamp_ms > state.newest_sync_ms:
@@ -266,6 +289,18 @@ class MonitorState:
         for group in list(state.group_first_seen):
             if group not in offsets:
                 del state.group_first_seen[group]
+        seen = set()
+        for group, parts in offsets.items():
+            for (topic, partition), offset in parts.items():
+                key = (group, topic, partition)
+                seen.add(key)
+                history = state.group_history.get(key)
+                if history is None:
+                    history = state.group_history[key] = deque(maxlen=GROUP_HISTORY)
+                if not history or history[-1][0] != offset:
+                    history.append((offset, now))
+        for key in [k for k in state.group_history if k not in seen]:
+            del state.group_history[key]
 
     # --- end offsets and positions ----------------------------------------------
     def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None,
@@ -309,14 +344,17 @@ class MonitorState:
                 and part.probe is not None and part.probe.offset is None
             previous_read_at = part.read_at
             position = replicated_position(row.sync, row.target_end, row.source_start, row.source_end,
-                                           syncs_enabled=state.watch.offset_syncs_enabled)
+                                           syncs_enabled=state.watch.offset_syncs_enabled,
+                                           target_has_gaps=state.watch.target_has_gaps)
             if part.read_at is not None:
                 if row.source_end is not None and part.source_end is not None and row.source_end > part.source_end:
                     state.source_total += row.source_end - part.source_end
                 old, new = part.position.offset, position.offset
                 if old is not None and new is not None and new > old:
                     state.replicated_total += new - old
-            lost = lost_range(position.offset, row.source_start)
+            empty_to = part.probe.empty_to if part.probe is not None and \
+                part.probe.position == position.offset else None
+            lost = lost_range(position.offset, row.source_start, empty_to)
             if lost is not None:
                 start = max(lost[0], part.lost_through)
                 if lost[1] > start:
@@ -328,7 +366,8 @@ class MonitorState:
             if row.source_end is not None:
                 lag = records_lag(position.offset, row.source_start, row.source_end)
                 if lag == 0:
-                    part.probe = Probe(position.offset, None, None, row.source_end, at)
+                    # (keeping what a probe at this position found empty: see Probe.empty_to)
+                    part.probe = Probe(position.offset, None, None, row.source_end, at, empty_to=empty_to)
                 elif was_caught_up:
                     # Caught up until the previous read: what is missing now was written after it.
                     part.probe = replace(part.probe, read_at=previous_read_at)

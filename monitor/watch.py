@@ -78,6 +78,10 @@ class WatchedFlow:
     offset_lag_max: int
     offset_syncs_enabled: bool = True            # emit.offset-syncs.enabled: false leaves records lag unknown
     heartbeats_replication_enabled: bool = True  # heartbeats topics replicated whatever the topic filter says
+    # The replicator writes the target in transactions (MM2's exactly.once.source.support = enabled,
+    # or sparkmirror's exactly-once mode): every commit leaves a marker offset on the mirror
+    # partition, so target offsets no longer count copied records (monitor.lag).
+    target_has_gaps: bool = False
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source, topic)
@@ -122,7 +126,7 @@ def watched_flows(config) -> list[WatchedFlow]:
             checkpoint_interval=float(flow.emit_checkpoints_interval_seconds),
             offset_syncs_cluster=syncs_cluster, offset_syncs_topic=syncs_topic,
             offset_lag_max=flow.offset_lag_max, offset_syncs_enabled=flow.emit_offset_syncs_enabled,
-            heartbeats_replication_enabled=flow.heartbeats_replication_enabled,
+            heartbeats_replication_enabled=flow.heartbeats_replication_enabled, target_has_gaps=flow.exactly_once,
         ))
     if not flows:
         raise ConfigError("no replication flow is enabled, so there is nothing to monitor", file=config.path,

@@ -14,6 +14,8 @@ Two loops per flow, so that the cost of a refresh follows what changed:
   records only, so an open or aborted transaction at the end of a partition is
   not lag. The loop waits at least three times as long as its last round
   took, so it never takes more than a quarter of the time (and of a core).
+  The target's topic list must not be older than the sync either: when a sync
+  names a mirror partition the cached metadata lacks, it is read again first.
 - the metadata loop, every ``interval``: topic metadata of both clusters (every
   ``metadata_interval``) and the source log start offsets (data loss, lag of a
   partition with nothing copied yet), which move far less often.
@@ -60,6 +62,7 @@ class EndOffsetCollector:
         self._probing: asyncio.Task | None = None
         self._parts: tuple[list[Watched], list[tuple[str, int]], list[tuple[str, int]]] | None = None
         self._previous: dict[tuple[str, int], tuple] = {}  # figures of the last read, per partition
+        self._rechecked: dict[tuple[str, int], tuple[int, int]] = {}  # see _target_metadata_after
 
     async def run(self) -> None:
         try:
@@ -80,19 +83,40 @@ class EndOffsetCollector:
             source_topics = await self.source.call(self.source.topic_partitions)
             target_topics = await self.target.call(self.target.topic_partitions)
             self._source_topics, self._target_topics, self._metadata_at = source_topics, target_topics, now
-            watched = []
-            for topic in sorted(source_topics):
-                if self.flow.watches_topic(topic, self.options.topic_filter):
-                    remote = self.flow.remote_topic(topic)
-                    mirrored = target_topics.get(remote, 0)
-                    watched.extend((topic, p, remote, p < mirrored) for p in range(source_topics[topic]))
-            self._watched = watched
+            self._watched = self._watch(source_topics, target_topics)
         parts = [(t, p) for t, p, _, _ in self._watched]
         # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
         # or a cluster that went down since the metadata was read would show as reachable again.
         starts = await self.source.call(self.source.list_offsets, parts, "earliest") if parts else {}
         self._starts = {key: starts.get(key, self._starts.get(key)) for key in parts
                         if key in starts or key in self._starts}
+
+    def _watch(self, source_topics: dict[str, int], target_topics: dict[str, int]) -> list[Watched]:
+        watched = []
+        for topic in sorted(source_topics):
+            if self.flow.watches_topic(topic, self.options.topic_filter):
+                remote = self.flow.remote_topic(topic)
+                mirrored = target_topics.get(remote, 0)
+                watched.extend((topic, p, remote, p < mirrored) for p in range(source_topics[topic]))
+        return watched
+
+    async def _target_metadata_after(self, watched: list[Watched], syncs) -> list[Watched]:
+        """The watched partitions, with the target's topics re-read if a sync is newer than them.
+
+        A sync for a mirror partition the cached metadata lacks: that metadata may predate the
+        mirror topic (the replicator created it, copied and synced since), and comparing the two
+        would read "the newest offset-sync points past the end of the mirror partition". The
+        target's topics are read again, after the sync; once per new sync, so a mirror topic that
+        is really gone costs one extra request per sync, not one per round.
+        """
+        new = {(t, p): syncs[(t, p)] for t, p, _, exists in watched
+               if not exists and (t, p) in syncs and self._rechecked.get((t, p)) != syncs[(t, p)]}
+        if not new:
+            return watched
+        self._target_topics = await self.target.call(self.target.topic_partitions)
+        self._rechecked.update(new)
+        self._watched = self._watch(self._source_topics, self._target_topics)
+        return self._watched
 
     async def refresh(self) -> None:
         """End offsets and positions of the watched partitions, then probe what moved."""
@@ -102,6 +126,8 @@ class EndOffsetCollector:
         watched, starts = self._watched, self._starts
         if watched is None or (watched and not starts):
             return  # the metadata loop has not answered yet
+        syncs = fs.syncs.copy()  # before the target metadata and end offsets (see the module docstring)
+        watched = await self._target_metadata_after(watched, syncs)
         if self._parts is None or self._parts[0] is not watched:
             # The metadata changed: which partitions to ask each cluster, and forget what was not kept.
             keys = {(t, p) for t, p, _, _ in watched}
@@ -109,7 +135,6 @@ class EndOffsetCollector:
             self._parts = (watched, [(remote, p) for _, p, remote, exists in watched if exists],
                            [(t, p) for t, p, _, _ in watched])
         _, target_parts, source_parts = self._parts
-        syncs = fs.syncs.copy()  # before the target end offsets (see the module docstring)
         # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
         # or a cluster that went down since the metadata was read would show as reachable again.
         target_ends = await self.target.call(self.target.list_offsets, target_parts, "latest") \

@@ -15,7 +15,10 @@ or still open transactions are never copied, so they are not lag either.
 Cost: one assign + fetch round for all probed partitions of a flow per refresh,
 with ``max.partition.fetch.bytes`` at 1 KiB so the broker returns one record
 batch per partition. A partition whose records after the position are all gone
-(markers, compaction) ends in an EOF instead of a record: it is caught up.
+(markers, compaction) ends in an EOF instead of a record: it is caught up, and
+the skipped offsets are remembered as empty (``Probe.empty_to``), so that
+deleting them later (a Kafka Streams purge past a commit marker) is not
+counted as data loss.
 A position below the log start (data lost to retention) reads the first
 record that still exists, so seconds lag is then a lower bound.
 """
@@ -23,6 +26,7 @@ record that still exists, so seconds lag is then a lower bound.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -94,4 +98,26 @@ class LagProbe:
                 consumer.incremental_unassign([TopicPartition(*key)])
         finally:
             consumer.unassign()
+        return self._known_empty(results)
+
+    def _known_empty(self, results: dict[tuple[str, int], Probe]) -> dict[tuple[str, int], Probe]:
+        """Mark the offsets a probe skipped as empty when the log start did not pass the position.
+
+        A probe that found its first record past the position (or none before the end)
+        skipped transaction markers or compacted-away records, unless retention or
+        deleteRecords removed the position meanwhile (the consumer then resets to the log
+        start). The log start read after the fetch tells which: at or below the position,
+        the skipped offsets never held a record, and their later deletion is no data loss.
+        """
+        skipped = [key for key, p in results.items() if p.offset is None or p.offset > p.position]
+        if not skipped:
+            return results
+        try:
+            starts = self.source.list_offsets(skipped, "earliest")
+        except Exception:  # unknown then: a later deletion past the position counts as loss
+            return results
+        for key in skipped:
+            p = results[key]
+            if key in starts and starts[key] <= p.position:
+                results[key] = replace(p, empty_to=p.source_end if p.offset is None else p.offset)
         return results

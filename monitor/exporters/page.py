@@ -231,7 +231,7 @@ def groups_table(flow: dict) -> str:
     for g in groups:
         ages = [p["age_seconds"] for p in g.get("partitions", []) if p.get("age_seconds") is not None]
         newest = f"{duration(min(ages))} ago" if ages else "none yet"
-        behind = duration(g["age_seconds"]) if g.get("age_seconds") else "current"
+        behind = duration(g["due_seconds"]) if g.get("due_seconds") else "current"
         failover = g.get("failover")
         if failover is None:
             verdict = '<td class="failover muted">no committed offsets on the source</td>'
@@ -243,7 +243,7 @@ def groups_table(flow: dict) -> str:
                     f'<td class="num">{count(g.get("lag_records"))}</td>'
                     f'<td class="num">{count(g.get("missing"))}</td>{verdict}</tr>')
     return ('<table class="groups"><thead><tr><th>group</th><th>status</th><th class="num">checkpointed</th>'
-            '<th class="num" title="oldest checkpoint of a partition the group has moved past">behind for</th>'
+            '<th class="num" title="how long a newer checkpoint has been due (the group passed an offset-sync)">behind for</th>'
             '<th class="num" title="records a consumer failing over now would read again">re-read</th>'
             '<th class="num" title="partitions with a committed offset but no checkpoint">missing</th>'
             '<th title="what a consumer of the group failing over to the target now would do">failover</th>'

@@ -114,6 +114,7 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
         yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
         yield m.GROUP_CHECKPOINT_LAG, labels, float(grp.lag_records)
         yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
+        yield m.GROUP_CHECKPOINT_STALE, labels, float(grp.stale)
         fo = grp.failover
         if fo is not None:
             yield m.FAILOVER_READY, labels, 1.0 if fo.ready else 0.0

@@ -68,6 +68,23 @@ def test_replicated_position(sync, target_end, start, end, expected):
     assert lag.replicated_position(sync, target_end, start, end) == expected
 
 
+def test_target_with_transaction_markers_never_under_counts_lag():
+    # Source records 0-20; the replicator copied 0-19 in two transactions: target offsets 0-9, a
+    # commit marker at 10, 11-20, a marker at 21 (end 22), and flushed its newest sync (19, 20).
+    # Record 20 is not on the target: counting T - D as records would call the partition caught up.
+    assert lag.replicated_position((19, 20), 22, 0, 21) == lag.Position(21, lag.BASIS_SYNC)
+    assert lag.replicated_position((19, 20), 22, 0, 21, target_has_gaps=True) == \
+        lag.Position(20, lag.BASIS_SYNC_ONLY)
+    state, clock = make_state("b.exactly.once.source.support = enabled\n")
+    offsets(state, clock, end=21, target_end=22, sync=(19, 20))
+    p = only_partition(run(state, clock))
+    assert (p.position, p.lag_records, p.position_basis) == (20, 1, "offset-sync-only")
+    # ... and the monitor's sync store translates group offsets like the replicator's, without
+    # interpolating along syncs the markers may have put off one line.
+    assert state.flows[FLOW].sync_store.interpolate is False
+    assert make_state()[0].flows[FLOW].sync_store.interpolate is True
+
+
 def test_records_lag_never_negative_and_not_counting_deleted_offsets():
     assert lag.records_lag(12, 0, 10) == 0
     assert lag.records_lag(4, 7, 10) == 3
@@ -235,6 +252,23 @@ def test_data_loss_is_err_and_counted_once():
     assert state.flows[FLOW].lost_total["orders"] == 5
 
 
+def test_deleting_a_trailing_commit_marker_the_probe_saw_empty_is_no_data_loss():
+    # Records 0-9 in a transaction, its commit marker at 10: all 10 records copied, position 10.
+    state, clock = make_state()
+    offsets(state, clock, end=11, target_end=10, sync=(9, 9))
+    key = ("orders", 0)
+    state.record_probe(FLOW, key, Probe(10, None, None, 11, clock.now, empty_to=11))
+    assert only_partition(run(state, clock)).lag_records == 0
+    clock.now += 5
+    offsets(state, clock, start=11, end=11, target_end=10, sync=(9, 9))  # deleteRecords(11), a Streams purge
+    p = only_partition(run(state, clock))
+    assert (p.status, p.lost_records, p.lag_records) == ("OK", 0, 0)
+    assert state.flows[FLOW].lost_total[("orders")] == 0
+    # Without the probe's evidence the offset could have been a record: counted as lost.
+    assert lag.lost_range(10, 11) == (10, 11) and lag.lost_range(10, 11, 11) is None
+    assert lag.lost_range(10, 15, 11) == (11, 15)
+
+
 def test_counters_follow_position_and_source_end():
     state, clock = make_state()
     offsets(state, clock, end=10, target_end=5, sync=(0, 0))
@@ -333,7 +367,7 @@ def test_heartbeat_latency_histogram_and_age():
 
 # --- checkpoints -----------------------------------------------------------------------
 
-def test_checkpoint_lag_age_stale_missing_and_pending():
+def test_checkpoint_lag_age_missing_and_pending():
     state, clock = make_state()
     beat(state, clock)
     offsets(state, clock, end=100, target_end=100, sync=(0, 0))
@@ -346,8 +380,9 @@ def test_checkpoint_lag_age_stale_missing_and_pending():
                                    "new": {("orders", 0): 30}})
     groups = {g.group: g for g in run(state, clock).flows[0].groups}
     moving = groups["moving"].partitions[0]
-    assert (moving.translated, moving.lag_records, moving.state) == (80, 30, "stale")
-    assert groups["moving"].status == "WARN" and groups["moving"].age_seconds == pytest.approx(100)
+    # 30 records to re-read on failover, but no sync between 50 and 80: MM2's translation of 80 is
+    # that of 50, so no newer checkpoint is due.
+    assert (moving.translated, moving.lag_records, moving.state, moving.age_seconds) == (80, 30, "ok", 100)
     idle = groups["idle"].partitions[0]
     # The group has not moved since its checkpoint: current, even if old and imprecise.
     assert (idle.lag_records, idle.state, groups["idle"].status) == (0, "ok", "OK")
@@ -356,6 +391,57 @@ def test_checkpoint_lag_age_stale_missing_and_pending():
     clock.now += 51  # checkpoint timeout: 2 x 10 s + the 30 s groups interval
     groups = {g.group: g for g in run(state, clock).flows[0].groups}
     assert groups["new"].partitions[0].state == "missing" and groups["new"].missing == 1
+
+
+def checkpoint_scenario():
+    """Syncs every 100 records up to 300; MM2 checkpointed the group at 150 -> 101 long ago."""
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock, end=300, target_end=301, sync=(300, 300))
+    for u in (0, 100, 200, 300):
+        state.add_sync(FLOW, OffsetSync("orders", 0, u, u), int((T0 - 3600) * 1000))
+    state.add_checkpoint(FLOW, Checkpoint("g", "a.orders", 0, 150, 101), int((T0 - 3600) * 1000))
+    return state, clock
+
+
+def test_idle_group_with_an_old_imprecise_checkpoint_is_not_stale():
+    # MM2 writes a checkpoint only when the translation changes: an idle group gets no new one,
+    # however old the last is and however many records a failover would re-read.
+    state, clock = checkpoint_scenario()
+    state.set_group_offsets(FLOW, {"g": {("orders", 0): 150}})
+    clock.now += 3600
+    g = run(state, clock).flows[0].groups[0]
+    assert g.partitions[0].lag_records == 49 and g.partitions[0].age_seconds == pytest.approx(7200)
+    assert (g.status, g.stale, g.due_seconds, g.age_seconds) == ("OK", 0, 0.0, 0.0)
+
+
+def test_group_moving_between_two_syncs_is_not_stale():
+    state, clock = checkpoint_scenario()
+    for committed in (150, 160, 170, 199):  # MM2 still translates each to 101: nothing to write
+        state.set_group_offsets(FLOW, {"g": {("orders", 0): committed}})
+        clock.now += 100
+    g = run(state, clock).flows[0].groups[0]
+    assert (g.status, g.partitions[0].state, g.partitions[0].due_seconds) == ("OK", "ok", None)
+
+
+def test_group_past_a_sync_without_a_new_checkpoint_is_stale_after_the_timeout():
+    state, clock = checkpoint_scenario()
+    state.set_group_offsets(FLOW, {"g": {("orders", 0): 150}})
+    clock.now += 100
+    state.set_group_offsets(FLOW, {"g": {("orders", 0): 210}})  # passed the sync at 200: due now
+    clock.now += 20
+    state.set_group_offsets(FLOW, {"g": {("orders", 0): 230}})  # still moving: due since the first pass
+    clock.now += 30
+    g = run(state, clock).flows[0].groups[0]
+    assert (g.status, g.partitions[0].state, g.due_seconds) == ("OK", "ok", pytest.approx(50))
+    clock.now += 0.5  # checkpoint timeout: 2 x 10 s + the 30 s groups interval
+    g = run(state, clock).flows[0].groups[0]
+    assert (g.status, g.partitions[0].state, g.stale) == ("WARN", "stale", 1)
+    assert "moved past an offset-sync more than 50s ago and no checkpoint followed" in g.reasons[0]
+    assert g.age_seconds == pytest.approx(3600 + 150.5)  # the due partition's checkpoint age
+    state.add_checkpoint(FLOW, Checkpoint("g", "a.orders", 0, 230, 201), int(clock.now * 1000))
+    g = run(state, clock).flows[0].groups[0]
+    assert (g.status, g.stale, g.due_seconds) == ("OK", 0, 0.0)
 
 
 def test_checkpoints_disabled_skip_group_evaluation():
