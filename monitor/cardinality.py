@@ -45,7 +45,7 @@ def synthetic_evaluation(partitions: int = PARTITIONS, topics: int = TOPICS, gro
         failover = GroupFailover(True, [], "can fail over now: would re-read 5 records (1.0 s)", 5, 1.0, 0)
         group_results.append(GroupResult(f"group-{g:02d}", "OK", [], 0, 0.0, 0, gps, failover))
     heartbeat = HeartbeatResult("src.heartbeats", True, 2.0, 1.0, 0, 10, [0] * (len(m.LATENCY_BUCKETS) + 1),
-                                0.0, 0, None, False)
+                                0.0, 0, None, False, 0.5)
     by_status = {s: 0 for s in m.STATUSES}
     for p in parts:
         by_status[p.status] += 1

@@ -101,7 +101,7 @@ def test_healthy_mm2_start_up_and_checkpoints_read_true(kafka_clusters, tmp_path
                 return part is not None and part["lag_records"] == 0 and part["position_basis"] == "offset-sync"
 
             try:
-                mon.wait_for(caught_up, 120, "MM2 caught up", interval=0.1)
+                mon.wait_for(caught_up, 240, "MM2 caught up", interval=0.1)
             except AssertionError:
                 assert mm2.running(), f"MM2 exited; see {mm2.log_file}"
                 raise

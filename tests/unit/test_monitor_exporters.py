@@ -202,7 +202,7 @@ def test_heartbeat_series_exist_from_start_up_with_unknown_said_explicitly():
     assert s["sparkmirror_heartbeat_seen"] == 0
     assert s["sparkmirror_heartbeat_age_seconds"] == 95
     assert s["sparkmirror_heartbeats_expected"] == 1
-    assert s["sparkmirror_heartbeat_timeout_seconds"] == 2  # 2 x emit.heartbeats.interval.seconds = 1
+    assert s["sparkmirror_heartbeat_timeout_seconds"] == 10  # 2 x emit.heartbeats.interval.seconds, >= 10 s
     assert "sparkmirror_heartbeat_last_timestamp_seconds" not in s
     beat(state, clock, 0.5)
     clock.now += 3
@@ -210,6 +210,7 @@ def test_heartbeat_series_exist_from_start_up_with_unknown_said_explicitly():
     assert s["sparkmirror_heartbeat_seen"] == 1
     assert s["sparkmirror_heartbeat_age_seconds"] == 3.5
     assert s["sparkmirror_heartbeat_last_timestamp_seconds"] == clock.now - 3.5
+    assert s["sparkmirror_heartbeat_arrival_age_seconds"] == 3  # the latency is not in it
 
 
 def test_heartbeat_timeout_follows_the_flows_interval_and_expected_is_0_when_disabled():
