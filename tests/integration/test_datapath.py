@@ -189,11 +189,15 @@ def test_offset_syncs_point_at_the_same_record(replication):
     checked = 0
     for t in [*r["topics"], r["compact"], r["txn"]]:
         source = {(m.partition(), m.offset()): m for m in consume_all(r["primary"], t, **{"fetch.message.max.bytes": BIG})}
-        target = {(m.partition(), m.offset()): m for m in _wait_mirrored(r["dr"], f"primary.{t}", 1)}
+        _wait_mirrored(r["dr"], f"primary.{t}", 1)
+        # The driver sends a batch's offset-syncs after its records are on the target: wait for
+        # them, then read the target (it holds every record a sync read so far points at).
+        deadline = time.monotonic() + 60
+        while not (syncs := [s for s in _syncs(r) if s.topic == t]) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert syncs, f"no offset-syncs for {t}"
         target = {(m.partition(), m.offset()): m
                   for m in consume_all(r["dr"], f"primary.{t}", **{"fetch.message.max.bytes": BIG})}
-        syncs = [s for s in _syncs(r) if s.topic == t]
-        assert syncs, f"no offset-syncs for {t}"
         for s in syncs:
             src, dst = source[(s.partition, s.upstream_offset)], target[(s.partition, s.downstream_offset)]
             assert _identity(src) == _identity(dst), f"sync {s} maps different records"
