@@ -219,6 +219,10 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
     assert behind == sorted(behind, reverse=True), rows
     # checkpoints of the group, and the clusters
     assert re.search(rf"{re.escape(group)} (OK|WARN) [\d.]+ (ms|s|min)", text), text
+    # whether the group can fail over now, in words, and how long before retention deletes unreplicated records
+    assert re.search(r"can fail over now: (nothing to re-read|would re-read [\d,]+ records)|cannot fail over: ",
+                     text_of(card)), text_of(card)
+    assert re.search(r"retention headroom (\d+ d \d+ h|unlimited)", text_of(card)), text_of(card)
     assert f"p{unique} reachable" in text and f"d{unique} reachable" in text
     # self-contained: nothing is loaded from elsewhere
     assert not re.search(r'(src|href)="(https?:)?//', dom)
