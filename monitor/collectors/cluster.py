@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
 
@@ -78,6 +79,8 @@ class ClusterClient:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"monitor-{alias}")
         self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe")
         self._admin: AdminClient | None = None
+        self._offsets_consumers: dict[str, Consumer] = {}  # isolation level -> consumer for ListOffsets
+        self._lock = threading.Lock()
 
     # --- running blocking calls -------------------------------------------------
     async def call(self, fn: Callable[..., Any], *args: Any, probe: bool = False) -> Any:
@@ -135,24 +138,33 @@ class ClusterClient:
         """
         if not partitions:
             return {}
-        make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
-        isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-        futures = self.admin().list_offsets({TopicPartition(t, p): make() for t, p in partitions},
-                                            isolation_level=isolation, request_timeout=self.timeout)
-        deadline = time.monotonic() + self.timeout + 1
+        # The consumer's ListOffsets (offsets_for_times with the special "timestamps" -1 =
+        # latest, -2 = earliest) answers with one list: the AdminClient's makes a Python future
+        # per partition, which at 10,000 partitions took twice as long.
+        stamp = OFFSET_BEGINNING if spec == "earliest" else OFFSET_END
+        answer = self._offsets_consumer(committed).offsets_for_times(
+            [TopicPartition(t, p, stamp) for t, p in partitions], timeout=self.timeout)
         out = {}
-        first_error: Exception | None = None
-        for tp, future in futures.items():
-            try:
-                out[(tp.topic, tp.partition)] = future.result(max(0.1, deadline - time.monotonic())).offset
-            except KafkaException as exc:
-                first_error = first_error or exc
+        first_error = None
+        for tp in answer:
+            if tp.error is None and tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = tp.offset
+            else:
+                first_error = first_error or tp.error
         if first_error is not None:
             if not out:
-                raise first_error
+                raise KafkaException(first_error)
             log.debug("ListOffsets on %s: %d of %d partitions failed (%s)", self.alias,
-                      len(partitions) - len(out), len(partitions), describe(first_error))
+                      len(partitions) - len(out), len(partitions), first_error)
         return out
+
+    def _offsets_consumer(self, committed: bool) -> Consumer:
+        isolation = "read_committed" if committed else "read_uncommitted"
+        with self._lock:
+            consumer = self._offsets_consumers.get(isolation)
+            if consumer is None:
+                consumer = self._offsets_consumers[isolation] = self.consumer(**{"isolation.level": isolation})
+        return consumer
 
     def topic_configs(self, topics: list[str], names: tuple[str, ...]) -> dict[str, dict[str, str]]:
         """The named config values of each topic, in one DescribeConfigs request.
