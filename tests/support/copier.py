@@ -22,9 +22,23 @@ import threading
 import time
 from collections import deque
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.model.records import Heartbeat, OffsetSync
+
+
+def produce(producer: Producer, topic: str, value: bytes, **kwargs) -> None:
+    """``producer.produce``, waiting out a topic its metadata does not show yet (a loaded broker)."""
+    for _ in range(600):
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in (KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION,
+                                          KafkaError._QUEUE_FULL):
+                raise
+            producer.poll(0.1)
+    raise RuntimeError(f"{topic}: the producer never learnt about the topic")
 
 
 class SteadyProducer:
@@ -49,8 +63,8 @@ class SteadyProducer:
             if wait > 0:
                 self._stop.wait(wait)
                 continue
-            self._producer.produce(self.topic, b"v", key=b"k", partition=self.produced % self.partitions,
-                                   timestamp=int(time.time() * 1000))
+            produce(self._producer, self.topic, b"v", key=b"k", partition=self.produced % self.partitions,
+                    timestamp=int(time.time() * 1000))
             self._producer.poll(0)
             self.produced += 1
         self._producer.flush(30)
@@ -105,13 +119,13 @@ class DelayedCopier:
                     next_beat += self.heartbeat_every
                 while beats and beats[0] / 1000 + self.delay <= now:
                     hb = Heartbeat(self.target_alias, self.source_alias, beats.popleft())
-                    self._target.produce(self.heartbeats_topic, hb.encode_value(), key=hb.encode_key(),
-                                         timestamp=hb.timestamp_ms)
+                    produce(self._target, self.heartbeats_topic, hb.encode_value(), key=hb.encode_key(),
+                            timestamp=hb.timestamp_ms)
                 for p, queue in enumerate(pending):
                     while queue and queue[0][1] / 1000 + self.delay <= now:
                         offset, ts = queue.popleft()
-                        self._target.produce(self.remote, b"v", key=b"k", partition=p, timestamp=ts,
-                                             on_delivery=self._delivered(p, offset))
+                        produce(self._target, self.remote, b"v", key=b"k", partition=p, timestamp=ts,
+                                on_delivery=self._delivered(p, offset))
                         self.copied += 1
                 self._target.poll(0)
                 self._syncs.poll(0)
@@ -129,7 +143,7 @@ class DelayedCopier:
             since = self._since_sync[partition]
             if since is None or since + 1 >= self.sync_every:
                 sync = OffsetSync(self.topic, partition, upstream, msg.offset())
-                self._syncs.produce(self.syncs_topic, sync.encode_value(), key=sync.encode_key())
+                produce(self._syncs, self.syncs_topic, sync.encode_value(), key=sync.encode_key())
                 self._since_sync[partition] = 0
             else:
                 self._since_sync[partition] = since + 1
