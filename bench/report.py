@@ -39,6 +39,32 @@ Systems:
 """
 
 
+def _monitor_section(results: list[dict]) -> list[str]:
+    """The lag monitor at scale (bench.monitor_scale): the newest row per size and granularity."""
+    newest: dict[tuple[int, str], dict] = {}
+    for r in results:
+        if r.get("system") == "monitor":
+            key = (r["partitions"], r.get("granularity", "partition"))
+            if r.get("date", "") >= newest.get(key, {}).get("date", ""):
+                newest[key] = r
+    if not newest:
+        return []
+    out = ["\n## monitor at scale\n",
+           "`python -m bench.monitor_scale` (see its docstring): every partition caught up and idle except one "
+           "busy topic of 100 partitions, the monitor at its default settings (positions every 0.2 s, "
+           "status every 5 s) as its own process. Times in ms (p50 / worst); the loop block is the "
+           "slowest `/healthz`, i.e. the longest the event loop was busy elsewhere.\n",
+           "| partitions | granularity | refresh | /metrics | /api/status | evaluation (worst) | loop block "
+           "(worst) | CPU % of a core | RSS MB | date | command |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for (partitions, granularity), r in sorted(newest.items()):
+        out.append(f"| {partitions:,} | {granularity} | {r['refresh_ms']} / {r['refresh_max_ms']} | "
+                   f"{r['metrics_ms']} / {r['metrics_max_ms']} | {r['status_ms']} / {r['status_max_ms']} | "
+                   f"{r['evaluation_max_ms']} | {r['loop_block_max_ms']} | {r['cpu_percent']} | {r['rss_mb']} | "
+                   f"{r['date']} | `{r['command']}` |")
+    return out
+
+
 def write_benchmarks_md(path: Path | None = None) -> Path:
     results = json.loads((ROOT / "bench" / "results.json").read_text())
     newest: dict[str, str] = {}
@@ -82,6 +108,7 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
                       if p in by and by[p]["records_per_s"]]
             if ratios:
                 out.append("\nThroughput ratios: " + ", ".join(ratios) + ".\n")
+    out.extend(_monitor_section(results))
     if extra.exists():
         out.append("\n" + extra.read_text())
     target = path or ROOT / "BENCHMARKS.md"

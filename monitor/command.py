@@ -63,7 +63,7 @@ def register(subparsers) -> None:
                         "trend rules (STALL, growing lag; default 5)")
     p.add_argument("--positions-interval", type=float, default=0.2, metavar="SECONDS",
                    help="refresh of end offsets, replicated positions and seconds lag (default 0.2; the "
-                        "refresh never takes more than a quarter of the time: it waits at least 3x as long as it took)")
+                        "refresh waits 3x as long as it took, at most --interval, so a slow one takes at most a quarter of a core)")
     p.add_argument("--groups-interval", type=float, default=30.0, metavar="SECONDS",
                    help="refresh of consumer-group committed offsets on the sources (default 30)")
     p.add_argument("--metadata-interval", type=float, default=30.0, metavar="SECONDS",

@@ -12,8 +12,9 @@ Two loops per flow, so that the cost of a refresh follows what changed:
   never ahead of the source end it is compared with. The source end is the
   last stable offset, not the high watermark: the replicator reads committed
   records only, so an open or aborted transaction at the end of a partition is
-  not lag. The loop waits at least three times as long as its last round
-  took, so it never takes more than a quarter of the time (and of a core).
+  not lag. The loop waits three times as long as its last round took (at most
+  ``interval``), so a slow round does not take more than a quarter of a core,
+  and positions are still read at least once per round plus ``interval``.
   The target's topic list must not be older than the sync either: when a sync
   names a mirror partition the cached metadata lacks, it is read again first.
 - the metadata loop, every ``interval``: topic metadata of both clusters (every
@@ -71,7 +72,7 @@ class EndOffsetCollector:
                                 "metadata", f"reading topic metadata of {self.flow.name} failed", log),
                 refresh_forever(self.refresh, self.options.positions_interval, self.state, self.flow.name,
                                 self.name, f"refreshing end offsets of {self.flow.name} failed", log,
-                                idle_ratio=3.0))
+                                idle_ratio=3.0, idle_max=self.options.interval))
         finally:
             if self._probing is not None:
                 self._probing.cancel()

@@ -13,10 +13,11 @@ from monitor.state import MonitorState
 
 async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: float, state: MonitorState,
                           flow: str, collector: str, failure: str, log: logging.Logger,
-                          idle_ratio: float = 0.0) -> None:
+                          idle_ratio: float = 0.0, idle_max: float = float("inf")) -> None:
     """Call ``refresh`` every ``interval`` seconds and record how long each round took.
 
-    ``idle_ratio``: after a round, wait at least that many times as long as it took, so a
+    ``idle_ratio``: after a round, wait at least that many times as long as it took (but
+    never more than ``idle_max`` on that account), so a
     refresh that got slow (many partitions, a loaded cluster) spaces itself out instead of
     running back to back.
 
@@ -33,4 +34,4 @@ async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: floa
             log.exception(failure)
         elapsed = time.monotonic() - started
         state.record_duration(flow, collector, elapsed)
-        await asyncio.sleep(max(0.05, interval - elapsed, idle_ratio * elapsed))
+        await asyncio.sleep(max(0.05, interval - elapsed, min(idle_ratio * elapsed, idle_max)))

@@ -1,0 +1,235 @@
+"""The lag monitor at scale: refresh, /metrics, /api/status, CPU and memory at N partitions.
+
+    python -m bench.monitor_scale --partitions 10000      # partition, then topic granularity
+
+Starts two fresh single-node KRaft clusters, creates ``--partitions`` source
+partitions (topics of 100 partitions) and their mirror partitions, fills each
+with a few records, copies them and writes one MM2 offset-sync per partition,
+so every partition is caught up; then one more topic of 100 partitions is
+kept busy by tests.support.copier (``--rate`` records/s, each copied 1 s after
+its timestamp, offset-syncs and heartbeats written), so a hundred positions
+move at every read while the rest stay idle, as on a real cluster. The monitor
+runs as its own process (``sparkmirror monitor``, default options apart from
+``--granularity``) and is measured for ``--seconds`` after its first complete
+status:
+
+- refresh_ms: duration of one round of the positions loop (two batched
+  ListOffsets, the positions of every partition), p50 of the rounds seen;
+  ``refresh_max_ms`` the worst;
+- metrics_ms / status_ms: ``GET /metrics`` and ``GET /api/status`` (summary),
+  p50 over the run;
+- loop_block_max_ms: the slowest ``GET /healthz`` (it does nothing but answer,
+  so its time is how long the event loop was busy with something else);
+- evaluation_max_ms: the slowest evaluation (``evaluation_seconds``);
+- cpu_percent: the monitor process' CPU over the run, in % of one core;
+  rss_mb: its peak RSS.
+
+Rows go to bench/results.json as ``{"system": "monitor", ...}`` and
+BENCHMARKS.md is regenerated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.procstats import TreeSampler
+from replicator.devenv.kafka import KafkaCluster, free_port
+from replicator.model.records import OffsetSync
+from tests.support.copier import DelayedCopier, SteadyProducer
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.json"
+PER_TOPIC = 100
+
+
+def log(msg: str) -> None:
+    print(f"[monitor-bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for i in range(0, len(names), 20):
+        futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names[i:i + 20]],
+                                      operation_timeout=120, request_timeout=180)
+        for f in futures.values():
+            f.result(300)
+
+
+def fill(bootstrap: str, topics: list[str], records: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1000000})
+    for t in topics:
+        for part in range(PER_TOPIC):
+            for _ in range(records):
+                p.produce(t, b"v", key=b"k", partition=part)
+        p.poll(0)
+    assert p.flush(300) == 0
+
+
+def write_syncs(bootstrap: str, topic: str, sources: list[str]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for t in sources:
+        for part in range(PER_TOPIC):
+            s = OffsetSync(t, part, 0, 0)
+            p.produce(topic, s.encode_value(), key=s.encode_key())
+        p.poll(0)
+    assert p.flush(120) == 0
+
+
+def get(url: str, timeout: float = 60.0) -> tuple[bytes, float]:
+    started = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        body = resp.read()
+    return body, time.perf_counter() - started
+
+
+def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, args, work: Path) -> dict:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            doc = json.loads(get(url + "/api/status")[0])
+            flow = doc["flows"][0]
+            if sum(flow["partitions_by_status"].values()) >= total and flow["lag"]["records"] is not None:
+                break
+        except (OSError, KeyError, IndexError, ValueError):
+            pass
+        if time.monotonic() > deadline or monitor.poll() is not None:
+            raise RuntimeError(f"the monitor did not see {total} partitions; see {work}/monitor-{granularity}.log")
+        time.sleep(1)
+    log(f"monitor ready ({granularity}): {total} partitions; measuring {args.seconds:.0f} s")
+    sampler = TreeSampler([monitor.pid], interval=1.0)
+    sampler.sample()
+    cpu0, wall0 = sampler.cpu_seconds, time.monotonic()
+    sampler.start()
+    refresh, probe, evaluation, metrics_t, status_t, healthz_t = [], [], [], [], [], []
+    metrics_bytes = 0
+    end = time.monotonic() + args.seconds
+    next_heavy = 0.0
+    while time.monotonic() < end:
+        healthz_t.append(get(url + "/healthz")[1])
+        if time.monotonic() >= next_heavy:
+            next_heavy = time.monotonic() + 5
+            body, took = get(url + "/metrics")
+            metrics_t.append(took)
+            metrics_bytes = len(body)
+            body, took = get(url + "/api/status")
+            status_t.append(took)
+            doc = json.loads(body)
+            secs = doc["flows"][0]["collector_seconds"]
+            refresh.append(secs.get("offsets", 0.0))
+            probe.append(secs.get("lag_probe", 0.0))
+            evaluation.append(doc["monitor"]["evaluation_seconds"])
+        time.sleep(0.25)
+    sampler.stop()
+    cpu = (sampler.cpu_seconds - cpu0) / (time.monotonic() - wall0) * 100
+
+    def ms(values, fn=statistics.median):
+        return round(fn(values) * 1000, 1)
+
+    return {
+        "workload": "monitor-scale", "system": "monitor", "partitions": total, "granularity": granularity,
+        "refresh_ms": ms(refresh), "refresh_max_ms": ms(refresh, max),
+        "metrics_ms": ms(metrics_t), "metrics_max_ms": ms(metrics_t, max), "metrics_bytes": metrics_bytes,
+        "status_ms": ms(status_t), "status_max_ms": ms(status_t, max),
+        "probe_ms": ms(probe), "evaluation_max_ms": ms(evaluation, max),
+        "loop_block_max_ms": ms(healthz_t, max),
+        "cpu_percent": round(cpu, 1), "rss_mb": round(sampler.peak_rss / 2**20, 1),
+        "busy_rate": args.rate, "seconds": args.seconds,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{os.cpu_count()} cores ({platform.machine()}), Python {platform.python_version()}",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=10000, help="idle source partitions (plus 100 busy ones)")
+    ap.add_argument("--granularity", default="partition,topic",
+                    help="comma-separated: one monitor run each, on the same clusters (default partition,topic)")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rate", type=float, default=1000.0, help="records/s into the busy topic")
+    ap.add_argument("--records", type=int, default=3, help="records per idle partition")
+    ap.add_argument("--heap", default="2g", help="broker heap")
+    ap.add_argument("--no-record", action="store_true", help="print the row, do not write results")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="monitor-bench-"))
+    clusters = [KafkaCluster(name, free_port(), free_port(), work / name, heap=args.heap)
+                for name in ("primary", "dr")]
+    monitor = copier = producer = None
+    try:
+        for c in clusters:
+            c.start(timeout=180)
+        primary, dr = clusters[0].bootstrap, clusters[1].bootstrap
+        idle = [f"t{i:04d}" for i in range(args.partitions // PER_TOPIC)]
+        started = time.monotonic()
+        log(f"creating {len(idle)} x {PER_TOPIC} source and mirror partitions")
+        create_topics(primary, [*idle, "busy"], PER_TOPIC)
+        create_topics(dr, [f"primary.{t}" for t in [*idle, "busy"]], PER_TOPIC)
+        create_topics(dr, ["primary.heartbeats"], 1)
+        create_topics(primary, ["mm2-offset-syncs.dr.internal"], 1)
+        log(f"created in {time.monotonic() - started:.0f} s; filling")
+        fill(primary, idle, args.records)
+        fill(dr, [f"primary.{t}" for t in idle], args.records)
+        write_syncs(primary, "mm2-offset-syncs.dr.internal", idle)
+        log(f"filled in {time.monotonic() - started:.0f} s")
+        producer = SteadyProducer(primary, "busy", PER_TOPIC, args.rate).start()
+        copier = DelayedCopier(primary, dr, "busy", "primary.busy", PER_TOPIC, 1.0,
+                               syncs_topic="mm2-offset-syncs.dr.internal", heartbeats_topic="primary.heartbeats",
+                               source_alias="primary", target_alias="dr").start()
+
+        config = work / "mm2.properties"
+        config.write_text(f"clusters = primary, dr\nprimary.bootstrap.servers = {primary}\n"
+                          f"dr.bootstrap.servers = {dr}\nprimary->dr.enabled = true\n"
+                          "emit.checkpoints.enabled = false\n")
+        total = len(idle) * PER_TOPIC + PER_TOPIC
+        for granularity in args.granularity.split(","):
+            monitor = subprocess.Popen([str(Path(sys.executable).parent / "sparkmirror"), "monitor", str(config),
+                                        "--listen", f"127.0.0.1:{(port := free_port())}",
+                                        "--granularity", granularity],
+                                       stdout=open(work / f"monitor-{granularity}.log", "wb"),
+                                       stderr=subprocess.STDOUT)
+            try:
+                row = measure(f"http://127.0.0.1:{port}", monitor, total, granularity, args, work)
+            finally:
+                monitor.terminate()
+                monitor.wait(30)
+                monitor = None
+            row["command"] = "python -m bench.monitor_scale " + " ".join(argv if argv is not None else sys.argv[1:])
+            print(json.dumps(row, indent=1), flush=True)
+            if not args.no_record:
+                results = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+                results.append(row)
+                RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+                from bench.report import write_benchmarks_md
+
+                write_benchmarks_md()
+        return 0
+    finally:
+        if monitor is not None:
+            monitor.terminate()
+            monitor.wait(30)
+        if copier is not None:
+            copier.stop()
+        if producer is not None:
+            producer.close()
+        for c in clusters:
+            c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
