@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check behaviour, not speed: on a loaded machine (CI shares its cores) a
+# generated case may take longer than Hypothesis' default 200 ms deadline or its health
+# checks' time budget, which would fail a correct test.
+settings.register_profile("sparkmirror", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("sparkmirror")
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
