@@ -69,6 +69,7 @@ class PartitionResult:
     read_at: float | None
     retention_headroom_seconds: float | None = None  # None: unknown or unlimited
     retention_unlimited: bool = False
+    open_transaction: bool = False  # everything committed is copied; an open transaction holds the rest
 
 
 @dataclass
@@ -225,6 +226,7 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     reasons: list[str] = []
     window = list(part.window)
     full = len(window) >= max(2, settings.window)
+    held = None
     if lost_records:
         status = ERR
         reasons.append(f"{lost_records} source records were deleted (retention or deleteRecords) before "
@@ -234,6 +236,15 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
         # Unknown by configuration (no offset-syncs) is said, not warned about: nothing is wrong.
         status = OK if part.position.basis == lagmath.UNKNOWN_SYNCS_OFF else WARN
         reasons.append(_UNKNOWN_REASONS.get(part.position.basis, part.position.basis))
+    elif (held := _held_by_open_transaction(part, position, window, full)) is not None:
+        # The replicator reads read_committed, where MM2's consumer reads everything: it can copy
+        # nothing past the last stable offset while a transaction is open there. Not its fault.
+        status = WARN
+        stable, high, since = held
+        reasons.append(f"open transaction on the source: the last stable offset {stable} is {high - stable} "
+                       f"offsets behind the high watermark {high} and has not moved for {since:.0f}s; "
+                       f"everything committed before it is copied, the rest waits until the transaction "
+                       f"commits or aborts (the producer's transaction.timeout.ms)")
     elif lag == 0:
         status = OK
     elif stopped:
@@ -252,7 +263,23 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
         status = OK
     return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
                            part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
-                           oldest_ms, lost_records, part.read_at)
+                           oldest_ms, lost_records, part.read_at, open_transaction=held is not None)
+
+
+def _held_by_open_transaction(part: PartitionState, position: int | None, window: list,
+                              full: bool) -> tuple[int, int, float] | None:
+    """(last stable offset, high watermark, seconds) when an open transaction holds the partition.
+
+    The position reached the last stable offset (``source_end``), which stayed below the high
+    watermark and did not move over a full window (transactions that commit within the window
+    are normal traffic).
+    """
+    stable, high = part.source_end, part.source_high_watermark
+    if stable is None or high is None or position is None or not stable < high or position < stable:
+        return None
+    if not full or not all(s.source_end == stable for s in window):
+        return None
+    return stable, high, window[-1].at - window[0].at
 
 
 def _seconds_lag(part: PartitionState, lag: int | None, now: float) -> tuple[int | None, float | None, int | None]:
@@ -455,9 +482,13 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
     if by_status[STALL]:
         statuses.append(STALL)
         reasons.append(f"{by_status[STALL]} partitions stalled with lag")
-    if by_status[WARN] > low.raised:
+    held = sum(p.open_transaction for p in partitions)
+    if held:
         statuses.append(WARN)
-        reasons.append(f"{by_status[WARN] - low.raised} partitions with growing or unknown lag")
+        reasons.append(f"{held} partitions wait on an open transaction on the source (not a replicator fault)")
+    if by_status[WARN] > low.raised + held:
+        statuses.append(WARN)
+        reasons.append(f"{by_status[WARN] - low.raised - held} partitions with growing or unknown lag")
     if low.count:
         statuses.append(WARN)
         reasons.append(f"{low.count} partitions may soon lose records not yet on the target to retention; "

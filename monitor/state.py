@@ -89,6 +89,7 @@ class PartitionState:
     target_topic: str
     source_start: int | None = None
     source_end: int | None = None
+    source_high_watermark: int | None = None  # source_end is the last stable offset
     target_end: int | None = None
     sync: tuple[int, int] | None = None   # the sync the position was computed from
     position: Position = Position(None, "no-offsets")
@@ -184,6 +185,9 @@ class OffsetsRow:
     source_end: int | None
     target_end: int | None
     sync: tuple[int, int] | None
+    # The high watermark, when read: above the last stable offset (source_end) while a
+    # transaction is open there (read on the slower metadata cadence).
+    source_high_watermark: int | None = None
 
 
 class MonitorState:
@@ -332,7 +336,8 @@ class MonitorState:
                 part = state.partitions[key] = PartitionState(row.topic, row.partition, row.target_topic,
                                                               window=deque(maxlen=state.window))
             elif (part.read_at is not None and part.source_end == row.source_end and part.target_end == row.target_end
-                  and part.sync == row.sync and part.source_start == row.source_start):
+                  and part.sync == row.sync and part.source_start == row.source_start
+                  and part.source_high_watermark == row.source_high_watermark):
                 # Nothing moved (most partitions, most of the time): only the time of the read changes.
                 part.read_at = at
                 window = part.window
@@ -362,6 +367,7 @@ class MonitorState:
                 part.lost_through = max(part.lost_through, lost[1])
             part.target_topic = row.target_topic
             part.source_start, part.source_end, part.target_end = row.source_start, row.source_end, row.target_end
+            part.source_high_watermark = row.source_high_watermark
             part.sync, part.position, part.read_at = row.sync, position, at
             if row.source_end is not None:
                 lag = records_lag(position.offset, row.source_start, row.source_end)

@@ -18,8 +18,9 @@ Two loops per flow, so that the cost of a refresh follows what changed:
   The target's topic list must not be older than the sync either: when a sync
   names a mirror partition the cached metadata lacks, it is read again first.
 - the metadata loop, every ``interval``: topic metadata of both clusters (every
-  ``metadata_interval``) and the source log start offsets (data loss, lag of a
-  partition with nothing copied yet), which move far less often.
+  ``metadata_interval``), the source log start offsets (data loss, lag of a
+  partition with nothing copied yet) and high watermarks (an open transaction
+  holding the last stable offset below them), which move far less often.
 
 A refresh that fails on either cluster records nothing: the previous figures
 stay (with their ``read_at``) and the cluster shows as down.
@@ -64,6 +65,7 @@ class EndOffsetCollector:
         self._parts: tuple[list[Watched], list[tuple[str, int]], list[tuple[str, int]]] | None = None
         self._previous: dict[tuple[str, int], tuple] = {}  # figures of the last read, per partition
         self._rechecked: dict[tuple[str, int], tuple[int, int]] = {}  # see _target_metadata_after
+        self._highs: dict[tuple[str, int], int] = {}  # source high watermarks (metadata cadence)
 
     async def run(self) -> None:
         try:
@@ -91,6 +93,9 @@ class EndOffsetCollector:
         starts = await self.source.call(self.source.list_offsets, parts, "earliest") if parts else {}
         self._starts = {key: starts.get(key, self._starts.get(key)) for key in parts
                         if key in starts or key in self._starts}
+        # High watermarks: above the last stable offset only while a transaction is open, which the
+        # status explains (a read_committed replicator waits there); no hurry, so on this cadence.
+        self._highs = await self.source.call(self.source.list_offsets, parts, "latest") if parts else {}
 
     def _watch(self, source_topics: dict[str, int], target_topics: dict[str, int]) -> list[Watched]:
         watched = []
@@ -164,12 +169,12 @@ class EndOffsetCollector:
             if end is None or start is None or (exists and target_end is None):
                 unread.add(key)  # this partition failed alone (or is new): keep its previous figures
                 continue
-            figures = (start, end, target_end, syncs.get(key), remote)
+            figures = (start, end, target_end, syncs.get(key), remote, self._highs.get(key))
             if previous.get(key) == figures:
                 unchanged.append(key)
                 continue
             previous[key] = figures
-            rows.append(OffsetsRow(t, p, remote, start, end, target_end, figures[3]))
+            rows.append(OffsetsRow(t, p, remote, start, end, target_end, figures[3], figures[5]))
         return rows, unread, unchanged
 
     async def _probe(self) -> None:

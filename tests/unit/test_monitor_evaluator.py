@@ -235,6 +235,45 @@ def test_unknown_position_is_warn_with_a_reason():
     assert p.status == "WARN" and "no offset-sync" in p.reasons[0] and p.lag_records is None
 
 
+def held_partition_state(highs):
+    """Records 0-4 committed and copied (position 5); a refresh per entry of ``highs`` (high watermarks)."""
+    state, clock = make_state()
+    for high in highs:
+        beat(state, clock)
+        state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 5, 5, (4, 4), high)], at=clock.now)
+        clock.now += 5
+    beat(state, clock)
+    return state, clock
+
+
+def test_partition_held_by_an_open_source_transaction_is_explained():
+    # A transaction opened at offset 5 never ends: the last stable offset stays 5, the high
+    # watermark is 8. A read_committed replicator can copy nothing more, and has copied all it can.
+    state, clock = held_partition_state([8, 8, 8])
+    f = run(state, clock).flows[0]
+    p = f.partitions[0]
+    assert (p.status, p.lag_records, p.open_transaction) == ("WARN", 0, True)
+    assert p.reasons[0].startswith("open transaction on the source: the last stable offset 5 is 3 offsets "
+                                   "behind the high watermark 8 and has not moved for 10s")
+    assert f.reasons == ["1 partitions wait on an open transaction on the source (not a replicator fault)"]
+    assert f.replicator_up
+
+
+def test_transactions_that_end_or_move_within_the_window_are_normal_traffic():
+    state, clock = held_partition_state([8, 8])  # not a full window yet
+    assert only_partition(run(state, clock)).status == "OK"
+    state, clock = held_partition_state([5, 5, 5])  # nothing open
+    assert only_partition(run(state, clock)).status == "OK"
+    state, clock = make_state()
+    for stable in (5, 8, 11):  # always one open at the end, but a new one each time
+        beat(state, clock)
+        state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, stable, stable,
+                                               (stable - 1, stable - 1), stable + 3)], at=clock.now)
+        clock.now += 5
+    p = only_partition(run(state, clock))
+    assert (p.status, p.open_transaction) == ("OK", False)
+
+
 def test_data_loss_is_err_and_counted_once():
     state, clock = make_state()
     beat(state, clock)
