@@ -180,7 +180,9 @@ def test_checkpoint_lag_age_and_missing_checkpoints(kafka_clusters, tmp_path, un
     f.sync(0, 0, 0)
     f.sync(0, 9, 9)
     behind, current, missing = f"behind-{unique}", f"current-{unique}", f"nocheckpoint-{unique}"
-    for group, offset in ((behind, 8), (current, 10), (missing, 4)):
+    # "behind" committed 10, past the sync at 9 that its checkpoint (at 5) does not cover: a newer
+    # checkpoint is due, and stale once the 2 s checkpoint timeout passes without one.
+    for group, offset in ((behind, 10), (current, 10), (missing, 4)):
         c = Consumer({"bootstrap.servers": f.primary, "group.id": group})
         c.commit(offsets=[TopicPartition(f.topic, 0, offset)], asynchronous=False)
         c.close()
@@ -193,20 +195,22 @@ def test_checkpoint_lag_age_and_missing_checkpoints(kafka_clusters, tmp_path, un
         with RunningMonitor(f.config, topics_exclude=[".*heartbeats"], checkpoint_timeout=2.0) as mon:
             def groups_ready(s):
                 groups = {g["group"]: g for g in s["flows"][0]["groups"]}
-                return len(groups) == 3 and groups[missing]["missing"] == 1 and groups
+                return len(groups) == 3 and groups[missing]["missing"] == 1 and groups[behind]["stale"] == 1 \
+                    and groups
             groups = mon.wait_for(groups_ready, 20, "three groups evaluated")
             b = groups[behind]["partitions"][0]
-            # Committed 8 translates to 8 (syncs 0->0 and 9->9 lie on one line); checkpoint at 5.
-            assert (b["committed"], b["translated"], b["checkpoint_downstream"], b["lag_records"]) == (8, 8, 5, 3)
+            # Committed 10 translates to 10 (syncs 0->0 and 9->9 lie on one line); checkpoint at 5.
+            assert (b["committed"], b["translated"], b["checkpoint_downstream"], b["lag_records"]) == (10, 10, 5, 5)
             assert 99 < b["age_seconds"] < 130 and b["state"] == "stale"
             assert groups[behind]["status"] == "WARN"
             assert groups[current]["partitions"][0]["lag_records"] == 0 and groups[current]["status"] == "OK"
             assert groups[missing]["partitions"][0]["state"] == "missing"
             m = mon.metrics()
             labels = dict(flow=f.name, group=behind, topic=f.topic, partition=0)
-            assert sample(m, "sparkmirror_checkpoint_lag_records", **labels) == 3
+            assert sample(m, "sparkmirror_checkpoint_lag_records", **labels) == 5
             assert 99 < sample(m, "sparkmirror_checkpoint_age_seconds", **labels) < 130
-            assert sample(m, "sparkmirror_group_checkpoint_lag_records", flow=f.name, group=behind) == 3
+            assert sample(m, "sparkmirror_group_checkpoint_lag_records", flow=f.name, group=behind) == 5
+            assert sample(m, "sparkmirror_group_checkpoint_stale_partitions", flow=f.name, group=behind) == 1
             assert sample(m, "sparkmirror_group_checkpoint_lag_records", flow=f.name, group=current) == 0
             assert sample(m, "sparkmirror_group_checkpoint_age_seconds", flow=f.name, group=current) == 0
             assert sample(m, "sparkmirror_group_checkpoint_missing_partitions", flow=f.name, group=missing) == 1
