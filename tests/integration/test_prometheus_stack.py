@@ -66,7 +66,7 @@ class FakeMonitor:
         "flow": (HEALTHY, BROKEN), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
-        "source": ("primary", "broken"), "target": ("dr",),
+        "source": ("primary", "broken"), "target": ("dr",), "reason": m.FAILOVER_REASONS,
     }
     #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
     CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr")}
@@ -135,6 +135,13 @@ class FakeMonitor:
             m.GROUP_CHECKPOINT_LAG: 100.0 if broken else 0.0,
             m.GROUP_CHECKPOINT_MISSING: 1.0 if broken else 0.0,
             m.LAST_EVALUATION: now,
+            m.FAILOVER_READY: 0.0 if broken else 1.0,
+            m.FAILOVER_BLOCKED: 1.0 if broken else 0.0,
+            m.FAILOVER_GROUPS_NOT_READY: 1.0 if broken else 0.0,
+            m.FLOW_RETENTION_HEADROOM: 60.0 if broken else 86400.0,
+            m.TOPIC_RETENTION_HEADROOM: 60.0 if broken else 86400.0,
+            m.PARTITION_RETENTION_HEADROOM: 60.0 if broken else 86400.0,
+            m.FLOW_RETENTION_LOW: 3.0 if broken else 0.0,
         }
         if spec in table:
             return table[spec]
