@@ -89,7 +89,8 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
 
     up = f'up{{job="{config.monitor_job}"}}'
     stuck = f"time() - {sel(m.LAST_EVALUATION)} > {t.monitor_evaluation_age_seconds}"
-    age, timeout = sel(m.HEARTBEAT_AGE), sel(m.HEARTBEAT_TIMEOUT)
+    # arrival, not age: a heartbeat's age includes the replication latency (a slow but healthy flow)
+    age, timeout = sel(m.HEARTBEAT_ARRIVAL_AGE), sel(m.HEARTBEAT_TIMEOUT)
     stalled, failed = sel(m.FLOW_STATUS, 'status="STALL"'), sel(m.FLOW_STATUS, 'status="ERR"')
     unreachable = f"{sel(m.CLUSTER_UP)} == 0"
     for label in ("source", "target"):
@@ -101,8 +102,8 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
                      f"and {sel(m.HEARTBEATS_EXPECTED)} == 1"),
             t.heartbeats_stopped_for, "page",
             "Heartbeats of flow {{ $labels.flow }} stopped reaching the target",
-            "The newest heartbeat replicated for {{ $labels.flow }} is {{ $value | humanizeDuration }} old, "
-            "beyond the flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds), or the monitor has "
+            "No heartbeat of {{ $labels.flow }} has arrived on the target for {{ $value | humanizeDuration }}, "
+            "beyond the flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds, at least 10s), or the monitor has "
             f"waited that long without seeing any (more than {t.heartbeat_grace_seconds}s: replicator never "
             "started, heartbeats topic missing): nothing is crossing from the source to the target cluster, "
             "so the disaster-recovery copy falls further behind every second.",
@@ -142,13 +143,15 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         ),
         AlertRule(
             "SparkmirrorCheckpointsStale",
-            clusters(f"{sel(m.GROUP_CHECKPOINT_AGE)} > {t.checkpoint_age_seconds}"),
+            # staleness, not age: MM2 writes a checkpoint only when the group's translation changes
+            clusters(f"{sel(m.GROUP_CHECKPOINT_STALE)} > 0"),
             t.checkpoint_for, "warning",
             "Checkpoints of group {{ $labels.group }} on flow {{ $labels.flow }} are stale",
-            "Group {{ $labels.group }} commits on the source, but its newest checkpoint on the target for "
-            "{{ $labels.flow }} is {{ $value | humanizeDuration }} old "
-            f"(limit {t.checkpoint_age_seconds}s): a failover now would re-read everything since.",
-            measure=sel(m.GROUP_CHECKPOINT_AGE),
+            "Group {{ $labels.group }} moved past an offset-sync on {{ $value }} partitions of "
+            "{{ $labels.flow }} and no checkpoint followed within the checkpoint timeout (2 x "
+            "emit.checkpoints.interval.seconds + the monitor's groups interval): checkpoints stopped, and a "
+            "failover now would re-read everything since the last one.",
+            measure=sel(m.GROUP_CHECKPOINT_STALE),
         ),
         AlertRule(
             "SparkmirrorCheckpointsMissing",

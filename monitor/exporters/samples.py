@@ -65,8 +65,9 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
     yield m.HEARTBEAT_AGE, fl, max(0.0, watched_seconds) if hb.age_seconds is None else hb.age_seconds
     if hb.last_timestamp_ms is not None:
         yield m.HEARTBEAT_LAST_TIMESTAMP, fl, hb.last_timestamp_ms / 1000.0
-    if hb.arrival_age_seconds is not None:
-        yield m.HEARTBEAT_ARRIVAL_AGE, fl, hb.arrival_age_seconds
+    # the page's input: since a heartbeat last arrived, or (none seen yet) since the monitor started
+    yield m.HEARTBEAT_ARRIVAL_AGE, fl, max(0.0, watched_seconds) if hb.arrival_age_seconds is None \
+        else hb.arrival_age_seconds
     yield m.HEARTBEATS, fl, float(hb.received_total)
     if f.offset_sync_age_seconds is not None:
         yield m.OFFSET_SYNC_AGE, fl, f.offset_sync_age_seconds

@@ -114,6 +114,8 @@ class FakeMonitor:
             m.FLOW_PARTITIONS: 3.0 if (bad if broken else labels.get("status") == "OK") else 0.0,
             m.REPLICATOR_UP: 0.0 if broken else 1.0,
             m.HEARTBEAT_AGE: age,
+            m.HEARTBEAT_ARRIVAL_AGE: age,
+            m.GROUP_CHECKPOINT_STALE: 1.0 if broken else 0.0,
             m.HEARTBEAT_SEEN: 1.0,
             m.HEARTBEATS_EXPECTED: 1.0,
             m.HEARTBEAT_TIMEOUT: float(HEARTBEAT_TIMEOUT),

@@ -29,10 +29,6 @@ EXPRESSIONS = generate.panel_expressions(MODELS)
 NOT_SHOWN = {
     m.HEARTBEAT_LAST_TIMESTAMP.name: "the same fact as heartbeat age, for clients that want a timestamp",
     m.MONITOR_INFO.name: "version and granularity labels, for ad-hoc queries",
-    m.GROUP_CHECKPOINT_STALE.name: "the checkpoints-stale alert should use it (> 0): the monitor's own "
-                                   "judgement that a due checkpoint did not come",
-    m.HEARTBEAT_ARRIVAL_AGE.name: "the input of the monitor's own STOP rule; the heartbeats-stopped alert "
-                                  "should compare it (not the age, which includes the latency) with the timeout",
 }
 
 _NAME = re.compile(r"\bsparkmirror_[a-z0-9_]+")
