@@ -5,7 +5,7 @@ By default a flow lists its topics, its groups, the partitions that are not OK
 ``top`` partitions with the most seconds (then records) of lag; with
 ``detail=partitions`` it lists every partition. Numbers keep their units in
 their names (``_seconds``, ``_ms`` timestamps), unknown values are ``null``.
-This document is the contract of the status page at ``/`` (issue 6).
+This document is the contract of the status page at ``/``: the page reads only it.
 """
 
 from __future__ import annotations

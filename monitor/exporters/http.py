@@ -7,7 +7,7 @@
   HTTP 200 whatever the replication status: the status is in the body.
 - ``/healthz``: the monitor itself: 200 while evaluations are fresh, 503 when the
   evaluator has not run for three intervals. Cluster trouble never fails it.
-- ``/``: the status page. Hook for issue 6: a module ``monitor/exporters/page.py``
+- ``/``: the status page. The module ``monitor/exporters/page.py``
   exposing ``async def handle(request, status: dict) -> web.Response`` replaces the
   placeholder below (``status`` is the /api/status document).
 

@@ -1,4 +1,4 @@
-"""Broker outages under a running replicator and monitor (issue 8): nothing lost, nothing needs a hand.
+"""Broker outages under a running replicator and monitor: nothing lost, nothing needs a hand.
 
 On a private cluster pair (brokers are stopped and restarted here, which the
 session clusters' other users must never see), one replicator run and one
