@@ -16,17 +16,27 @@ notification. The table goes to test-artifacts/alert-scenarios.md; docs/alerts.m
 (``SPARKMIRROR_UPDATE_DOCS=1`` rewrites it there from the run; otherwise the test checks the
 documented outcomes are the measured ones).
 
-The replicator-killed scenario (real Spark replicator, SIGTERM) is timed in
+Two scenarios act while the stack runs: *replicator killed* stops a live copier
+(tests.support.copier: records, offset-syncs and heartbeats as a replicator writes them) once the
+monitor rates the flow OK, and is timed from that moment; *hours behind while probes are slow*
+has the source broker throttle the monitor's fetches (a client quota on its consumers'
+``client.id``), so the probes that read the oldest missing record's timestamp are slow and
+mostly still in flight while the position moves on, and checks that the flow's lag alerts fire and
+never restart their ``for``. The same page with the real Spark replicator (SIGTERM) is timed in
 tests/integration/test_alerting_e2e.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -37,11 +47,13 @@ from alerts import config as mixin
 from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
+from replicator.devenv import artifacts
 from replicator.devenv.kafka import free_port
 from replicator.model.records import Heartbeat
 from tests.integration.test_monitor_helpers import produce_raw, write_mm2_config
 from tests.integration.test_monitor_lag import Flow
-from tests.integration.test_status_page import commit_group
+from tests.integration.test_status_page import commit_group, flow_of
+from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic
 from tests.support.prometheus import AlertmanagerServer, MonitorProcess, PrometheusServer, WebhookReceiver
 
@@ -55,6 +67,10 @@ DOCS = ROOT / "docs" / "alerts.md"
 SCALE = 30
 TIMEOUT_SECONDS = 150
 PAGE, CLUSTER = "SparkmirrorHeartbeatsStopped", "SparkmirrorClusterUnreachable"
+LAG_ALERTS = {"SparkmirrorLagHigh", "SparkmirrorLagGrowing"}
+#: The flow that falls behind: its records are this old when written (late data), and are written
+#: faster than they are copied.
+HOURS_BEHIND = 3
 
 
 @dataclass
@@ -71,6 +87,12 @@ class Scenario:
     notified: set[str] = field(default_factory=set)
     suppressed: set[str] = field(default_factory=set)
     beats: Flow | None = None      # writes the flow's heartbeats (a live replicator's, by hand)
+    #: called every second while the stack runs (acts on the scenario, records what it saw); a
+    #: scenario that acts mid-run is ``armed`` until it did, and its times count from then
+    tick: Callable[["Scenario", PrometheusServer], None] | None = None
+    armed: bool = False
+    stop: list[Callable[[], object]] = field(default_factory=list)
+    seen: dict = field(default_factory=dict)  # what ``tick`` recorded, for the scenario's own test
 
     def owns(self, labels: dict) -> bool:
         return labels.get("flow") == self.flow or (bool(self.cluster) and labels.get("cluster") == self.cluster)
@@ -189,7 +211,120 @@ def _build(kafka_clusters, work: Path) -> dict[str, Scenario]:
         silent={PAGE, "SparkmirrorDataLost"}, monitor=_monitor(work / "retention" / "monitor", f.config),
         flow=f.name)
     out["retention headroom low"].beats = f
+
+    # 7. The replicator is killed mid-stream: a live copier (records, offset-syncs, heartbeats) stops
+    # once the monitor rates the flow OK, while the producer goes on.
+    u = os.urandom(4).hex()
+    (work / "killed").mkdir()
+    f = Flow(kafka_clusters, work / "killed", u)
+    producer = SteadyProducer(primary, f.topic, 1, rate=20)
+    copier = DelayedCopier(primary, dr, f.topic, f.remote, 1, delay=0.2, syncs_topic=f.syncs,
+                           heartbeats_topic=f.heartbeats, source_alias=f.src, target_alias=f.dst, sync_every=10)
+    out["replicator killed"] = Scenario(
+        "replicator killed mid-stream (timed from the kill)", fire={PAGE},
+        silent={"SparkmirrorReplicatorDown", "SparkmirrorFlowStalled", "SparkmirrorDataLost", CLUSTER},
+        inhibited={"SparkmirrorReplicatorDown"}, monitor=_monitor(work / "killed" / "monitor", f.config),
+        flow=f.name, cluster=f.src, tick=_kill_once_ok, armed=True, stop=[copier.stop, producer.close])
+    out["replicator killed"].seen["copier"] = copier
+    producer.start()
+    copier.start()
+
+    # 8. A flow falling hours behind while the lag probes are slow: records written now but stamped
+    # hours ago (late data) arrive faster than they are copied, so the position moves at every refresh,
+    # and the source throttles the monitor's fetches, so the probe of the new position is slow and
+    # mostly still in flight. The lag alerts must fire and keep their `for` running.
+    u = os.urandom(4).hex()
+    (work / "slow").mkdir()
+    f = Flow(kafka_clusters, work / "slow", u, partitions=2)
+    client_id = f"slow-probes-{u}"
+    write_mm2_config(f.config, {f.src: primary, f.dst: dr}, [(f.src, f.dst)], {
+        f"{f.name}.topics": f".*-{u}", "emit.heartbeats.interval.seconds": "1",
+        f"{f.src}.consumer.client.id": client_id})
+    _throttle_fetches(primary, client_id, bytes_per_second=1024)
+    behind = FallingBehind(f, HOURS_BEHIND * 3600)
+    out["hours behind, slow probes"] = Scenario(
+        "a flow falling hours behind while the lag probes are slow", fire=set(LAG_ALERTS),
+        silent={PAGE, "SparkmirrorReplicatorDown", "SparkmirrorFlowStalled", "SparkmirrorDataLost", CLUSTER},
+        monitor=_monitor(work / "slow" / "monitor", f.config), flow=f.name, cluster=f.src,
+        tick=behind.observe, stop=[behind.stop])
+    out["hours behind, slow probes"].seen["behind"] = behind
+    behind.start()
     return out
+
+
+def _kill_once_ok(s: Scenario, _prometheus: PrometheusServer) -> None:
+    """Stop the copier (the replicator dies) once the monitor rated the flow OK with live heartbeats."""
+    if not s.armed:
+        return
+    flow = flow_of(s.monitor.status(), s.flow)
+    if flow["status"] == "OK" and (flow["heartbeat"]["age_seconds"] or 99) < 5:
+        s.seen["copier"].stop()
+        s.started, s.armed = time.monotonic(), False
+        s.seen["ok_before_the_kill"] = flow["status"]
+
+
+def _throttle_fetches(bootstrap: str, client_id: str, bytes_per_second: int) -> None:
+    """A fetch quota for one client.id (kafka-configs --entity-type clients): the broker delays the
+    fetch responses of that client to keep it under ``bytes_per_second``."""
+    cmd = [artifacts.java_binary(), "-Xmx256m", "-cp", artifacts.ensure(artifacts.KAFKA).classpath(),
+           "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients",
+           "--entity-name", client_id, "--add-config", f"consumer_byte_rate={bytes_per_second}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+class FallingBehind:
+    """Writes 4 records a second to every partition, stamped ``behind`` seconds ago and one second
+    apart (the record at offset ``o`` of a partition is stamped ``base + o`` seconds), copies 2 of
+    them, and heartbeats: the flow is alive, its position moves at every refresh, and its records
+    lag grows. ``observe`` notes, from the monitor's status, whether a partition's seconds lag came
+    from a probe of an earlier position (its oldest unreplicated record is older than the one at the
+    position: the probe of the current position is still in flight), and the lag alerts' activeAt
+    in Prometheus (a restarted ``for`` shows as a new activeAt)."""
+
+    def __init__(self, flow: Flow, behind: float) -> None:
+        self.flow, self.partitions = flow, 2
+        self.base_ms = int((time.time() - behind) * 1000)
+        self.written = [0] * self.partitions
+        self.copied = [0] * self.partitions
+        self.stale_probe_ticks = self.ticks = 0
+        self.active_at: dict[str, set[str]] = {name: set() for name in LAG_ALERTS}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="falling-behind", daemon=True)
+
+    def _run(self) -> None:
+        f = self.flow
+        for p in range(self.partitions):
+            f.sync(p, 0, 0)
+        while not self._stop.is_set():
+            for p in range(self.partitions):
+                f.produce_source(p, [self.base_ms + (self.written[p] + i) * 1000 for i in range(4)])
+                self.written[p] += 4
+                f.copy(p, 2, self.base_ms + self.copied[p] * 1000)
+                self.copied[p] += 2
+            hb = Heartbeat(f.dst, f.src, int(time.time() * 1000))
+            produce_raw(f.dr, f.heartbeats, [{"key": hb.encode_key(), "value": hb.encode_value()}])
+            self._stop.wait(1)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def observe(self, s: Scenario, prometheus: PrometheusServer) -> None:
+        flow = flow_of(json.loads(s.monitor.get("/api/status?detail=partitions")), s.flow)
+        self.ticks += 1
+        for part in flow["partitions"]:
+            oldest, position = part["oldest_unreplicated_timestamp_ms"], part["position"]
+            if oldest is not None and position is not None and oldest < self.base_ms + position * 1000:
+                self.stale_probe_ticks += 1
+                break
+        for alert in prometheus.api("alerts")["alerts"]:
+            name = alert["labels"].get("alertname")
+            if name in LAG_ALERTS and alert["labels"].get("flow") == s.flow:
+                self.active_at[name].add(alert["activeAt"])
 
 
 def _seconds(duration: str) -> int:
@@ -224,20 +359,30 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
             s.started = time.monotonic()
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
+            for s in built.values():
+                if s.tick is not None:
+                    s.tick(s, prometheus)
             _observe(built.values(), webhook, alertmanager)
-            done = all(s.fire <= s.notified and s.inhibited <= s.suppressed for s in built.values())
+            done = all(not s.armed and s.fire <= s.notified and s.inhibited <= s.suppressed
+                       for s in built.values())
             if done:
                 break
             time.sleep(1)
         # the silent ones had their chance: every expected alert fired, and one more group_wait passed
         time.sleep(3)
         _observe(built.values(), webhook, alertmanager)
-        (artifacts_dir / "alert-scenarios.md").write_text(table(built.values()) + "\n")
+        behind = built["hours behind, slow probes"].seen["behind"]
+        (artifacts_dir / "alert-scenarios.md").write_text(
+            table(built.values()) + f"\n\nhours behind, slow probes: a partition's seconds lag came from a probe of an "
+            f"earlier position at {behind.stale_probe_ticks} of {behind.ticks} ticks; lag alerts' activeAt: "
+            f"{ {k: sorted(v) for k, v in behind.active_at.items()} }\n")
         yield built
     finally:
         for s in built.values():
             if s.beats is not None:
                 s.beats.stop_heartbeats()
+            for stop in s.stop:
+                stop()
             s.monitor.stop()
         prometheus.stop()
         alertmanager.stop()
@@ -275,12 +420,29 @@ _START, _END = "<!-- alert-scenarios:start -->", "<!-- alert-scenarios:end -->"
 
 @pytest.mark.parametrize("name", ["replicator never started", "heartbeats disabled by config", "one cluster down",
                                   "loss before the monitor started", "group cannot fail over",
-                                  "retention headroom low"])
+                                  "retention headroom low", "replicator killed", "hours behind, slow probes"])
 def test_scenario_pages_what_it_must_and_nothing_else(scenarios, name):
     s = scenarios[name]
     assert s.fire <= s.notified, f"{name}: not notified {s.fire - s.notified}; notified {s.notified}"
     assert not s.silent & s.notified, f"{name}: notified although it must not be: {s.silent & s.notified}"
     assert s.inhibited <= s.suppressed, f"{name}: not seen inhibited in Alertmanager: {s.inhibited - s.suppressed}"
+
+
+def test_replicator_killed_was_ok_before_the_kill(scenarios):
+    s = scenarios["replicator killed"]
+    assert not s.armed, "the monitor never rated the live flow OK, so the copier was never stopped"
+    assert s.seen["ok_before_the_kill"] == "OK"
+
+
+def test_lag_alerts_keep_their_for_while_probes_are_slow(scenarios):
+    """The probes were slow (the partitions' seconds lag came from a probe of an earlier position at
+    times), and the lag alerts, once pending, never restarted: one activeAt each."""
+    behind = scenarios["hours behind, slow probes"].seen["behind"]
+    assert behind.stale_probe_ticks >= 3, (
+        f"the probes were never seen in flight ({behind.stale_probe_ticks} of {behind.ticks} ticks): "
+        "the fetch quota did not slow them")
+    for name, active_at in behind.active_at.items():
+        assert len(active_at) == 1, f"{name} restarted its `for`: activeAt {sorted(active_at)}"
 
 
 def test_docs_alerts_md_has_the_scenario_table_of_the_run(scenarios):
