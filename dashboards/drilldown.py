@@ -29,6 +29,15 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Top $k partitions by lag (seconds)", q.top_partitions_lag_seconds(),
         "Partitions whose oldest unreplicated record is oldest, now.", ui.SECONDS), w=8, h=9)
     grid.add(ui.table(
+        "Top $k partitions by time to catch up", q.top_partitions_catchup_eta(),
+        "Partitions furthest from caught up at their observed net rate (copy rate minus source rate); "
+        "'not catching up': not gaining on the source.",
+        ui.SECONDS, mappings=ui.infinite_mapping("not catching up")), w=8, h=9)
+    grid.add(ui.table(
+        "Bottom $k partitions by catch-up rate", q.bottom_partitions_catchup_rate(),
+        "Records per second each partition's backlog shrinks; the lowest first (below 0: its lag grows).",
+        ui.RECORDS_PER_SECOND), w=8, h=9)
+    grid.add(ui.table(
         "Partitions not OK", q.partitions_not_ok(),
         "Partitions whose status is WARN, STALL, STOP or ERR (docs/monitor-status.md).", "none",
         mappings=ui.status_mappings()), w=8, h=9)

@@ -54,6 +54,12 @@ def up_mappings(up: str = "UP", down: str = "DOWN") -> list[dict]:
     }}]
 
 
+def infinite_mapping(text: str) -> list[dict]:
+    """Value mapping: +Inf (anything beyond a thousand years) shown as ``text``."""
+    return [{"type": "range", "options": {"from": 3.2e10, "to": None, "result": {"text": text, "color": RED,
+                                                                              "index": 0}}}]
+
+
 def targets(queries: q.Query | list[q.Query]) -> list[g.Target]:
     items = queries if isinstance(queries, list) else [queries]
     return [

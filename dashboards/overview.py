@@ -93,6 +93,19 @@ def build(drilldown_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Records per second copied to the target vs produced on the source; a persistent gap means "
         "growing lag.",
         unit=ui.RECORDS_PER_SECOND, legend_calcs=["lastNotNull", "mean"]), w=6, h=8)
+    grid.add(ui.stat(
+        "Time to catch up", q.flow_catchup_eta(),
+        "Time until the flow's slowest partition is caught up at the net rate the monitor observes (copy "
+        "rate minus what the source adds, over its trend window); 0 when caught up. 'not catching up': "
+        "some lagging partition does not gain on its source.",
+        unit=ui.SECONDS, mappings=ui.infinite_mapping("not catching up"),
+        thresholds=ui.steps((ui.GREEN, None), (ui.YELLOW, t.lag_growing_min_seconds), (ui.RED, t.lag_seconds)),
+        graph=True), w=6, h=6)
+    grid.add(ui.timeseries(
+        "Catch-up rate", q.flow_catchup_rate(),
+        "Records per second the backlog shrinks: copy rate minus the rate the source adds records, over "
+        "the monitor's trend window. Below 0 the lag grows.",
+        unit=ui.RECORDS_PER_SECOND, legend_calcs=["lastNotNull", "min"]), w=18, h=6)
 
     links = [g.DashboardLink(title="Drill-down", type="link", uri=f"/d/{drilldown_uid}", includeVars=True,
                              keepTime=True, icon="dashboard")]

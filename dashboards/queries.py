@@ -108,6 +108,15 @@ def flow_lag_seconds() -> Query:
     return Query(sel(m.FLOW_LAG_SECONDS, FLOW), "{{flow}}")
 
 
+def flow_catchup_eta() -> Query:
+    # +Inf (not gaining on the source) is mapped to a word on the stat panel
+    return Query(sel(m.FLOW_CATCHUP_ETA, FLOW), "{{flow}}")
+
+
+def flow_catchup_rate() -> Query:
+    return Query(sel(m.FLOW_CATCHUP_RATE, FLOW), "{{flow}} net")
+
+
 def flow_data_lost() -> Query:
     return Query(f"sum by (flow) (increase({sel(m.DATA_LOST_RECORDS, FLOW)}[$__range]))", "{{flow}}")
 
@@ -130,6 +139,14 @@ def top_partitions_lag_records() -> Query:
 
 def top_partitions_lag_seconds() -> Query:
     return Query(f"topk($k, {sel(m.PARTITION_LAG_SECONDS, FLOW, TOPIC)})", instant=True)
+
+
+def top_partitions_catchup_eta() -> Query:
+    return Query(f"topk($k, {sel(m.PARTITION_CATCHUP_ETA, FLOW, TOPIC)})", instant=True)
+
+
+def bottom_partitions_catchup_rate() -> Query:
+    return Query(f"bottomk($k, {sel(m.PARTITION_CATCHUP_RATE, FLOW, TOPIC)})", instant=True)
 
 
 def partitions_not_ok() -> Query:

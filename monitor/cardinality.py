@@ -33,7 +33,9 @@ def synthetic_evaluation(partitions: int = PARTITIONS, topics: int = TOPICS, gro
         topic = f"topic-{i // per_topic:04d}"
         parts.append(PartitionResult(topic, i % per_topic, f"src.{topic}", "STALL" if bad else "OK", [],
                                      0, 100, 100, 90 if bad else 100, "sync", 10 if bad else 0,
-                                     60.0 if bad else 0.0, None, 0, 0.0, retention_headroom_seconds=3600.0))
+                                     60.0 if bad else 0.0, None, 0, 0.0, retention_headroom_seconds=3600.0,
+                                     catchup_state="catching-up" if bad else "caught-up", copy_rate=1.0,
+                                     source_rate=0.5, catchup_eta_seconds=20.0 if bad else 0.0))
     topic_results = [TopicResult(f"topic-{t:04d}", f"src.topic-{t:04d}", "OK", per_topic, 0, 0.0, 0,
                                  retention_headroom_seconds=3600.0) for t in range(topics)]
     group_results = []
@@ -50,7 +52,9 @@ def synthetic_evaluation(partitions: int = PARTITIONS, topics: int = TOPICS, gro
     for p in parts:
         by_status[p.status] += 1
     flow = FlowResult("src->dst", "src", "dst", "OK", [], True, heartbeat, 1.0, 0, 0, 0.0, 0, 0, 0, {}, by_status,
-                      parts, topic_results, group_results, {"offsets": 0.1}, retention_headroom_seconds=3600.0)
+                      parts, topic_results, group_results, {"offsets": 0.1}, retention_headroom_seconds=3600.0,
+                      catchup_state="catching-up", copy_rate=float(partitions), source_rate=partitions / 2,
+                      catchup_eta_seconds=20.0)
     clusters = [ClusterResult(a, True, None, 0.0, 0) for a in ("src", "dst")]
     return Evaluation(0.0, 0.0, "OK", [flow], clusters, {}, "partition", series=series)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
+from monitor import catchup
 from monitor import lag as lagmath
 from monitor import readiness
 from monitor.metrics import STATUS_CODES, STATUSES
@@ -70,6 +71,12 @@ class PartitionResult:
     retention_headroom_seconds: float | None = None  # None: unknown or unlimited
     retention_unlimited: bool = False
     open_transaction: bool = False  # everything committed is copied; an open transaction holds the rest
+    # catch-up over the sample window (monitor.catchup): rates in records/s, ETA None when unknown
+    # or not catching up
+    catchup_state: str = catchup.UNKNOWN
+    copy_rate: float | None = None
+    source_rate: float | None = None
+    catchup_eta_seconds: float | None = None
 
 
 @dataclass
@@ -156,6 +163,15 @@ class FlowResult:
     retention_unlimited: bool = False
     retention_low_partitions: int = 0
     failover_groups_not_ready: int = 0
+    catchup_state: str = catchup.UNKNOWN   # of the slowest partition (monitor.catchup.combine)
+    copy_rate: float | None = None         # records/s, summed over the partitions
+    source_rate: float | None = None
+    catchup_eta_seconds: float | None = None
+
+    @property
+    def catchup_rate(self) -> float | None:
+        """Records/s the flow's backlog shrinks (negative: grows); None when unknown."""
+        return None if self.copy_rate is None or self.source_rate is None else self.copy_rate - self.source_rate
 
 
 @dataclass
@@ -261,9 +277,12 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                        f"({window[0].lag} -> {window[-1].lag} records)")
     else:
         status = OK
+    pace = catchup.partition(((s.at, s.position, s.source_end) for s in window), lag)
     return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
                            part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
-                           oldest_ms, lost_records, part.read_at, open_transaction=held is not None)
+                           oldest_ms, lost_records, part.read_at, open_transaction=held is not None,
+                           catchup_state=pace.state, copy_rate=pace.copy_rate, source_rate=pace.source_rate,
+                           catchup_eta_seconds=pace.eta_seconds)
 
 
 def _held_by_open_transaction(part: PartitionState, position: int | None, window: list,
@@ -516,13 +535,15 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
     else:
         replicator_up = moved or (bool(lags) and sum(lags) == 0)
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
+    pace = catchup.combine(catchup.CatchUp(p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
+                           for p in partitions)
     return FlowResult(
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
         fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
         fs.source_total, fs.probes_total, dict(fs.lost_total), by_status, partitions,
         _topics(partitions, fs.lost_total), groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
-        low.count, not_ready)
+        low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds)
 
 
 # --- failover readiness and retention headroom (monitor.readiness) ---------------------

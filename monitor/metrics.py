@@ -61,7 +61,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )
 
-_UCUM = {"seconds": "s", "records": "{record}", "bytes": "By", "": "1"}
+_UCUM = {"seconds": "s", "records": "{record}", "records_per_second": "{record}/s", "bytes": "By", "": "1"}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class MetricSpec:
 
     name: str
     kind: str  # "gauge" | "counter" | "histogram"
-    unit: str  # "seconds" | "records" | "" (dimensionless)
+    unit: str  # "seconds" | "records" | "records_per_second" | "bytes" | "" (dimensionless)
     labels: tuple[str, ...]
     help: str
     level: str = "flow"
@@ -215,6 +215,26 @@ PARTITION_LAG_SECONDS = _m(
 PARTITION_STATUS_CODE = _m(
     "partition_status_code", "gauge", "", FTP,
     "Partition status as a number: 0 OK, 1 WARN, 2 STALL, 3 STOP, 4 ERR.", level="partition")
+
+# --- catch-up (monitor.catchup: rates over the trend window, --window samples at --interval) ---
+FLOW_CATCHUP_RATE = _m(
+    "flow_catchup_records_per_second", "gauge", "records_per_second", F,
+    "Records per second the flow's backlog shrinks: the copy rate minus the rate the source adds "
+    "records, over the partitions' sample window (--window refreshes at --interval); negative while "
+    "the lag grows. Absent until two samples exist.")
+FLOW_CATCHUP_ETA = _m(
+    "flow_catchup_eta_seconds", "gauge", "seconds", F,
+    "Time until the flow's slowest partition is caught up at its observed net rate: 0 when caught up, "
+    "+Inf while some lagging partition does not gain on its source; absent while unknown.")
+PARTITION_CATCHUP_RATE = _m(
+    "partition_catchup_records_per_second", "gauge", "records_per_second", FTP,
+    "Records per second the partition's backlog shrinks (copy rate minus source rate over the sample "
+    "window); negative while its lag grows.", level="partition")
+PARTITION_CATCHUP_ETA = _m(
+    "partition_catchup_eta_seconds", "gauge", "seconds", FTP,
+    "Time until the partition is caught up at its observed net rate (lag / net rate; lag / copy rate "
+    "while the lag is less than the copy moves in one window): 0 when caught up, +Inf while not gaining.",
+    level="partition")
 
 # --- checkpoints -------------------------------------------------------------
 CHECKPOINT_AGE = _m(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from monitor import catchup
 from monitor.evaluator import Evaluation, FlowResult, GroupResult, PartitionResult
 from monitor.exporters.samples import histogram
 
@@ -33,7 +34,16 @@ def _partition(p: PartitionResult) -> dict[str, Any]:
     d = _plain(p)
     d["lag_seconds"] = _round(p.lag_seconds)
     d["retention_headroom_seconds"] = _round(p.retention_headroom_seconds)
+    d["copy_rate"], d["source_rate"] = _round(p.copy_rate), _round(p.source_rate)
+    d["catchup_eta_seconds"] = _round(p.catchup_eta_seconds)
     return d
+
+
+def _catchup(state: str, copy_rate: float | None, source_rate: float | None, eta: float | None) -> dict[str, Any]:
+    """Catch-up figures (monitor.catchup): rates in records/s, ETA null when unknown or not catching up."""
+    pace = catchup.CatchUp(state, copy_rate, source_rate, eta)
+    return {"state": state, "copy_rate": _round(copy_rate), "source_rate": _round(source_rate),
+            "net_rate": _round(pace.net_rate), "eta_seconds": _round(eta), "text": catchup.text(pace)}
 
 
 def _group(g: GroupResult) -> dict[str, Any]:
@@ -72,6 +82,7 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
         },
         "offset_sync": {"age_seconds": _round(f.offset_sync_age_seconds), "received_total": f.offset_syncs_total},
         "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds)},
+        "catchup": _catchup(f.catchup_state, f.copy_rate, f.source_rate, f.catchup_eta_seconds),
         "replicated_records_total": f.replicated_total, "source_records_total": f.source_total,
         "lag_probes_total": f.probes_total,
         "data_lost_records_total": sum(f.lost_total.values()),

@@ -264,6 +264,25 @@ def retention_figure(retention: dict) -> str:
     return figure("retention headroom", value, detail, "late" if low else "", "lost" if low else "")
 
 
+def catchup_figure(pace: dict) -> str:
+    """Time to catch up at the observed net rate (monitor.catchup), and the rates behind it."""
+    state = pace.get("state")
+    if state == "caught-up":
+        value, detail, cls = "caught up", "nothing to copy", ""
+    elif state == "not-catching-up":
+        value, cls = "not catching up", "late"
+        detail = f"copy {pace['copy_rate']:,.1f} rec/s, source adds {pace['source_rate']:,.1f} rec/s"
+    elif state in ("catching-up", "keeping-up"):
+        value, cls = duration(pace.get("eta_seconds")), ""
+        detail = (f"net {pace['net_rate']:,.1f} rec/s (copy {pace['copy_rate']:,.1f}, "
+                  f"source {pace['source_rate']:,.1f})")
+        if state == "keeping-up":
+            detail = f"keeping up · {detail}"
+    else:
+        value, detail, cls = "—", "rate not measured yet", ""
+    return figure("time to catch up", esc(value), esc(detail), cls)
+
+
 def figure(label: str, value: str, detail: str = "", value_class: str = "", detail_class: str = "") -> str:
     """One tile of a flow card; ``label``, ``value`` and ``detail`` are already HTML."""
     value_class, detail_class = f" {value_class}".rstrip(), f" {detail_class}".rstrip()
@@ -288,6 +307,7 @@ def flow_card(flow: dict, history: list[LagPoint]) -> str:
                "caught up" if lag["records"] == 0 else f"{duration(lag['seconds'])} behind"),
         f'<div class="figure"><span class="label">lag (records), {span}{peak}</span>'
         f'{sparkline(history, flow["name"])}</div>',
+        catchup_figure(flow.get("catchup") or {}),
         figure("throughput", f"{'—' if rate is None else f'{rate:,.1f}'} rec/s",
                f"{count(flow.get('replicated_records_total'))} replicated since start"),
         figure("partitions", by_status or "none", f"{count(lost)} records lost to retention",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from monitor import catchup
 from monitor import metrics as m
 from monitor.evaluator import Evaluation, FlowResult
 from monitor.readiness import Headroom
@@ -78,6 +79,11 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
         yield m.FLOW_LAG_SECONDS, fl, f.lag_seconds
     yield m.FLOW_REPLICATED_RECORDS, fl, float(f.replicated_total)
     yield m.FLOW_SOURCE_RECORDS, fl, float(f.source_total)
+    if f.catchup_rate is not None:
+        yield m.FLOW_CATCHUP_RATE, fl, f.catchup_rate
+    eta = _eta(f.catchup_state, f.catchup_eta_seconds)
+    if eta is not None:
+        yield m.FLOW_CATCHUP_ETA, fl, eta
     yield m.LAG_PROBES, fl, float(f.probes_total)
     headroom = _headroom(f.retention_headroom_seconds, f.retention_unlimited)
     if headroom is not None:
@@ -110,6 +116,11 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
             headroom = _headroom(p.retention_headroom_seconds, p.retention_unlimited)
             if headroom is not None:
                 yield m.PARTITION_RETENTION_HEADROOM, labels, headroom
+            if p.copy_rate is not None and p.source_rate is not None:
+                yield m.PARTITION_CATCHUP_RATE, labels, p.copy_rate - p.source_rate
+            eta = _eta(p.catchup_state, p.catchup_eta_seconds)
+            if eta is not None:
+                yield m.PARTITION_CATCHUP_ETA, labels, eta
     for grp in f.groups:
         labels = (f.name, grp.group)
         yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
@@ -134,6 +145,13 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
                     yield m.CHECKPOINT_AGE, gl, gp.age_seconds
                 if gp.lag_records is not None:
                     yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
+
+
+def _eta(state: str, seconds: float | None) -> float | None:
+    """Time to catch up as exported: +Inf while not catching up, None (left out) when unknown."""
+    if state == catchup.NOT_CATCHING_UP:
+        return float("inf")
+    return seconds
 
 
 def _headroom(seconds: float | None, unlimited: bool) -> float | None:

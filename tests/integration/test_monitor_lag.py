@@ -309,3 +309,62 @@ def test_a_partition_ending_in_an_aborted_transaction_is_caught_up_not_stalled(k
                           partition=0) == 0
     finally:
         f.stop_heartbeats()
+
+
+def test_catchup_rate_and_time_to_catch_up_follow_a_backlog_copied_in_steps(kafka_clusters, tmp_path, unique):
+    """A 3,000-record backlog copied 200 records per step while the source adds 20: catching up, with the
+    ETA lag / net rate; then the copy pauses (not catching up, +Inf); then everything is copied (0)."""
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 3_000)
+    f.copy(0, 1, now_ms)
+    f.sync(0, 0, 0)
+    f.start_heartbeats()
+    copied, produced = 1, 3_000
+
+    def step(copy: int, add: int) -> dict:
+        nonlocal copied, produced
+        if add:
+            f.produce_source(0, [int(time.time() * 1000)] * add)
+            produced += add
+        if copy:
+            f.copy(0, copy, now_ms)
+            copied += copy
+        time.sleep(0.3)
+        return partition_of(mon.flow(f.name), f.topic, 0)
+
+    try:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"]) as mon:
+            mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 2_999, 20, "the backlog seen")
+            for _ in range(40):  # the window (4 samples, 0.5 s apart) fills with steady steps
+                p = step(200, 20)
+                if p["catchup_state"] == "catching-up" and copied > 1_000:
+                    break
+            flow = mon.flow(f.name)
+            p = partition_of(flow, f.topic, 0)
+            assert p["catchup_state"] == "catching-up", p
+            assert p["copy_rate"] > p["source_rate"] > 0, p
+            net = p["copy_rate"] - p["source_rate"]
+            assert p["catchup_eta_seconds"] == pytest.approx(p["lag_records"] / net, rel=0.01)
+            assert flow["catchup"]["state"] == "catching-up"
+            assert flow["catchup"]["eta_seconds"] == p["catchup_eta_seconds"]
+            assert "caught up in about" in flow["catchup"]["text"]
+            m = mon.metrics()
+            assert sample(m, "sparkmirror_flow_catchup_eta_seconds", flow=f.name) > 0
+            assert sample(m, "sparkmirror_partition_catchup_records_per_second", flow=f.name, topic=f.topic,
+                          partition=0) is not None
+
+            for _ in range(40):  # the copy pauses while the source keeps adding
+                p = step(0, 20)
+                if p["catchup_state"] == "not-catching-up":
+                    break
+            assert p["catchup_state"] == "not-catching-up" and p["catchup_eta_seconds"] is None, p
+            assert p["copy_rate"] == 0 and p["source_rate"] > 0
+            assert sample(mon.metrics(), "sparkmirror_flow_catchup_eta_seconds", flow=f.name) == float("inf")
+
+            f.copy(0, produced - copied, now_ms)
+            flow = mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] == 0 and s["flows"][0], 20, "caught up")
+            assert flow["catchup"]["state"] == "caught-up" and flow["catchup"]["eta_seconds"] == 0
+            assert sample(mon.metrics(), "sparkmirror_flow_catchup_eta_seconds", flow=f.name) == 0
+    finally:
+        f.stop_heartbeats()

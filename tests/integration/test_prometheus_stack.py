@@ -144,6 +144,10 @@ class FakeMonitor:
             m.TOPIC_RETENTION_HEADROOM: 60.0 if broken else 86400.0,
             m.PARTITION_RETENTION_HEADROOM: 60.0 if broken else 86400.0,
             m.FLOW_RETENTION_LOW: 3.0 if broken else 0.0,
+            m.FLOW_CATCHUP_ETA: float("inf") if broken else 5.0,
+            m.PARTITION_CATCHUP_ETA: float("inf") if broken else 5.0,
+            m.FLOW_CATCHUP_RATE: -100.0 if broken else 2.0,
+            m.PARTITION_CATCHUP_RATE: -100.0 if broken else 2.0,
         }
         if spec in table:
             return table[spec]

@@ -25,8 +25,9 @@ from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
 def evaluation(granularity: str = "partition"):
     state, clock = make_state()
     beat(state, clock, 0.03)
-    state.record_offsets(FLOW, [OffsetsRow("orders", 0, "a.orders", 0, 17, 10, (0, 0)),
-                                OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))], at=clock.now)
+    rows = [OffsetsRow("orders", 0, "a.orders", 0, 17, 10, (0, 0)), OffsetsRow("orders", 1, "a.orders", 0, 5, 5, (4, 4))]
+    state.record_offsets(FLOW, rows, at=clock.now - 5)  # two samples: a catch-up rate (nothing moved)
+    state.record_offsets(FLOW, rows, at=clock.now)
     state.record_probe(FLOW, ("orders", 0), Probe(10, 10, int((T0 - 42) * 1000), 17, T0))
     state.add_checkpoint(FLOW, Checkpoint("billing", "a.orders", 0, 3, 3), int((T0 - 5) * 1000))
     state.set_group_offsets(FLOW, {"billing": {("orders", 0): 6}})
@@ -63,6 +64,10 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
     assert s[("sparkmirror_partition_lag_seconds", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 42
     assert s[("sparkmirror_topic_lag_records", (("flow", FLOW), ("topic", "orders")))] == 7
     assert s[("sparkmirror_flow_lag_seconds", (("flow", FLOW),))] == 42
+    # 7 records behind and nothing copied in the window: not catching up (+Inf), caught up where no lag
+    assert s[("sparkmirror_flow_catchup_eta_seconds", (("flow", FLOW),))] == float("inf")
+    assert s[("sparkmirror_flow_catchup_records_per_second", (("flow", FLOW),))] == 0
+    assert s[("sparkmirror_partition_catchup_eta_seconds", (("flow", FLOW), ("partition", "1"), ("topic", "orders")))] == 0
     assert s[("sparkmirror_flow_status", (("flow", FLOW), ("status", "OK")))] == 1
     assert s[("sparkmirror_checkpoint_lag_records",
               (("flow", FLOW), ("group", "billing"), ("partition", "0"), ("topic", "orders")))] == 3
