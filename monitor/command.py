@@ -14,6 +14,7 @@ MirrorMaker 2 deployment's: the internal topics are the same) and serve:
 
   /metrics      Prometheus metrics (sparkmirror_*; list in monitor/metrics.py)
   /api/status   JSON: status per flow, topic, partition and group, with reasons
+  /api/history  JSON: each flow's lag and throughput over the last hours (--history-step)
   /healthz      200 while the monitor itself evaluates (cluster trouble never fails it)
   /             a small status page
 
@@ -105,6 +106,9 @@ def register(subparsers) -> None:
     p.add_argument("--retention-headroom-warn", type=float, default=3600.0, metavar="SECONDS",
                    help="WARN when source retention may delete records not yet on the target within this "
                         "time, or within half the topic's retention.ms if that is shorter (default 3600)")
+    p.add_argument("--history-step", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds per point of the history the status page charts (1,080 points per flow: "
+                        "3 hours at the default 10; /api/history)")
     p.add_argument("--no-seconds-lag", dest="probe", action="store_false",
                    help="do not read source records to measure lag in seconds (nor the time span a "
                         "failover would re-read)")
@@ -116,7 +120,8 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     from replicator.webconfig import load_web_config
 
     host, port = parse_listen(args.listen)
-    for name in ("interval", "positions_interval", "groups_interval", "metadata_interval", "timeout"):
+    for name in ("interval", "positions_interval", "groups_interval", "metadata_interval", "timeout",
+                 "history_step"):
         if getattr(args, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be more than 0 seconds")
     if args.window < 2:
@@ -138,6 +143,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
         topic_filter=TopicFilter(args.topics, args.topics_exclude),
         group_filter=GroupFilter(args.groups, args.groups_exclude),
         web_config=load_web_config(args.web_config_file),
+        history_step=args.history_step,
     )
 
 

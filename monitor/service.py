@@ -41,6 +41,7 @@ from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_
 from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry
+from monitor.history import History
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
 from replicator import __version__
@@ -70,6 +71,7 @@ class MonitorService:
                                           failover_max_reread_seconds=options.failover_max_reread_seconds,
                                           retention_headroom_warn=options.retention_headroom_warn)
         self._evaluation: Evaluation | None = None
+        self.history = History(options.history_step)  # every evaluation, for the status page's charts
         self._evaluating: asyncio.Future | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)
@@ -88,6 +90,7 @@ class MonitorService:
         ev = evaluate(self.state, time.time(), self.settings)
         ev.duration_seconds = time.perf_counter() - started
         self._evaluation = ev
+        self.history.record(ev)
         return ev
 
     async def evaluate_async(self) -> Evaluation:
@@ -113,6 +116,7 @@ class MonitorService:
         ev.duration_seconds = busy  # the evaluator's own work, not the pauses between its steps
         ev.extra["longest_step_seconds"] = longest
         self._evaluation = ev
+        self.history.record(ev)
         return ev
 
     async def fresh_evaluation(self) -> Evaluation:
@@ -173,7 +177,7 @@ class MonitorService:
 
     async def _serve(self) -> None:
         live = self._web = LiveWebConfig(self.options.web_config) if self.options.web_config else None
-        sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__, live)
+        sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__, live, self.history)
         self._runner = web.AppRunner(build_app(sources), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port,

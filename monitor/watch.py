@@ -46,6 +46,7 @@ class MonitorOptions:
     topic_filter: TopicFilter = field(default_factory=lambda: TopicFilter((".*",), ()))
     group_filter: GroupFilter = field(default_factory=lambda: GroupFilter((".*",), ()))
     web_config: WebConfig | None = None  # --web-config-file: TLS and basic auth of the HTTP server
+    history_step: float = 10.0       # seconds per point of the flows' history (monitor.history: 1,080 points)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

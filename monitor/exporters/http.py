@@ -5,6 +5,8 @@
 - ``/api/status``: the Evaluation as JSON (monitor.exporters.api);
   ``?detail=partitions`` lists every partition, ``?top=N`` sizes the top list.
   HTTP 200 whatever the replication status: the status is in the body.
+- ``/api/history``: the monitor's history of each flow (``monitor.history``): lag in
+  seconds and records and throughput over the last hours, the status page's charts.
 - ``/healthz``: the monitor itself: 200 while evaluations are fresh, 503 when the
   evaluator has not run for three intervals. Cluster trouble never fails it.
 - ``/``: the status page. The module ``monitor/exporters/page.py``
@@ -31,6 +33,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from monitor.evaluator import Evaluation
+from monitor.history import History
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render
 from replicator.webconfig import WWW_AUTHENTICATE, FailedLogins
@@ -49,6 +52,7 @@ class HttpSources:
     healthy: Callable[[], tuple[bool, dict]]
     version: str = ""
     web: LiveWebConfig | None = None  # --web-config-file: basic auth (TLS is the site's)
+    history: History | None = None    # the flows' history (/api/history, the status page's charts)
 
 
 def _page_module():
@@ -117,6 +121,12 @@ def build_app(sources: HttpSources) -> web.Application:
                                indent=None if detail == "partitions" else 1))
         return web.Response(text=text, content_type="application/json")
 
+    async def history(_request: web.Request) -> web.Response:
+        if sources.history is None:
+            return web.json_response({"step_seconds": None, "points_max": 0, "flows": {}})
+        doc = sources.history.document()  # a few hundred KB at most: built on the loop, encoded off it
+        return web.Response(text=await asyncio.to_thread(json.dumps, doc), content_type="application/json")
+
     async def healthz(_request: web.Request) -> web.Response:
         ok, info = sources.healthy()
         return web.json_response({"status": "ok" if ok else "unhealthy", **info}, status=200 if ok else 503)
@@ -127,8 +137,11 @@ def build_app(sources: HttpSources) -> web.Application:
 
     middlewares = [_basic_auth(sources.web, {healthz})] if sources.web is not None else []
     app = web.Application(middlewares=middlewares)
+    if page is not None and sources.history is not None:
+        app[page.HISTORY] = sources.history
     app.router.add_get("/", index)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/status", status)
+    app.router.add_get("/api/history", history)
     app.router.add_get("/healthz", healthz)
     return app

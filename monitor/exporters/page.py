@@ -14,12 +14,11 @@ of the status (cluster, flow, topic and group names, reasons, errors) is user
 data and goes through ``html.escape``. The status document carries no client
 settings, so no bootstrap credentials can reach the page.
 
-The lag sparkline needs history the status document does not have: this module
-keeps, per running server, up to ``HISTORY_POINTS`` samples (at most
-``HISTORY_SECONDS`` old) of each flow's lag, one per distinct evaluation its
-requests see. The page's own refreshes feed it, so it covers the time the page
-has been open in any browser since the monitor started; the long view is
-Grafana's.
+The charts (lag in records and in seconds, throughput) are drawn from the
+monitor's own history (``monitor.history``, also served as ``/api/history``),
+which the monitor records at every evaluation whether or not a browser is
+watching: a page opened or reloaded later shows the hours before it. The long
+view is Grafana's.
 """
 
 from __future__ import annotations
@@ -28,63 +27,26 @@ import base64
 import hashlib
 import html
 import time
-import weakref
-from collections import deque
-from dataclasses import dataclass
 
 from aiohttp import web
 
+from monitor.history import History, HistoryPoint
 from monitor.metrics import STATUS_CODES
 
 REFRESH_SECONDS = 3
-HISTORY_POINTS = 600
-HISTORY_SECONDS = 900.0
 SPARK_WIDTH, SPARK_HEIGHT = 260, 44
+CHART_WIDTH, CHART_HEIGHT = 380, 120
+#: Line colours of the history charts, used nowhere else on the page (a screenshot test looks for them).
+CHART_COLOURS = {"lag-seconds": "#8250df", "throughput": "#0e8a9c"}
 
 
-# --- lag history ------------------------------------------------------------------
-@dataclass(frozen=True)
-class LagPoint:
-    at: float
-    records: int | None
-    seconds: float | None
-    replicated_total: int
+# --- history ------------------------------------------------------------------------
+#: Where build_app puts the monitor's History (monitor.history) for this page.
+HISTORY = web.AppKey("history", History)
 
 
-class LagHistory:
-    """Recent lag of each flow, one point per distinct evaluation, oldest first."""
-
-    def __init__(self) -> None:
-        self.flows: dict[str, deque[LagPoint]] = {}
-
-    def record(self, status: dict) -> None:
-        at = status.get("generated_at")
-        if at is None:
-            return
-        names = set()
-        for f in status.get("flows", []):
-            names.add(f["name"])
-            points = self.flows.setdefault(f["name"], deque(maxlen=HISTORY_POINTS))
-            point = LagPoint(at, f["lag"]["records"], f["lag"]["seconds"], f["replicated_records_total"])
-            if points and at <= points[-1].at:
-                continue
-            points.append(point)
-            while points and points[0].at < at - HISTORY_SECONDS:
-                points.popleft()
-        for gone in set(self.flows) - names:
-            del self.flows[gone]
-
-    def points(self, flow: str) -> list[LagPoint]:
-        return list(self.flows.get(flow, ()))
-
-
-_histories: "weakref.WeakKeyDictionary[web.Application, LagHistory]" = weakref.WeakKeyDictionary()
-
-
-def history_for(app: web.Application) -> LagHistory:
-    if app not in _histories:
-        _histories[app] = LagHistory()
-    return _histories[app]
+def history_of(request: web.Request) -> History | None:
+    return request.app.get(HISTORY)
 
 
 # --- formatting -------------------------------------------------------------------
@@ -129,9 +91,9 @@ def dot(up: bool | None) -> str:
 
 
 # --- sparkline --------------------------------------------------------------------
-def sparkline(points: list[LagPoint], flow: str) -> str:
+def sparkline(points: list[HistoryPoint], flow: str) -> str:
     """Inline SVG of records lag over the history; the newest point is marked."""
-    values = [(p.at, p.records) for p in points if p.records is not None]
+    values = [(p.at, p.lag_records) for p in points if p.lag_records is not None]
     w, h, pad = SPARK_WIDTH, SPARK_HEIGHT, 3
     label = f"lag of {flow} in records"
     if not values:
@@ -161,16 +123,61 @@ def sparkline(points: list[LagPoint], flow: str) -> str:
             f'<circle cx="{last_x}" cy="{last_y}" r="2.5" class="now"/></svg>')
 
 
-def throughput(points: list[LagPoint], window: float = 30.0) -> float | None:
-    """Records/s the replicated position advanced over about the last ``window`` seconds."""
-    if len(points) < 2:
-        return None
-    newest = points[-1]
-    oldest = next((p for p in points if newest.at - p.at <= window), points[0])
-    if oldest is newest:
-        oldest = points[-2]
-    elapsed = newest.at - oldest.at
-    return None if elapsed <= 0 else max(0, newest.replicated_total - oldest.replicated_total) / elapsed
+def chart(points: list[HistoryPoint], field: str, title: str, unit: str, cls: str) -> str:
+    """An SVG line chart of one field of the history: time across, 0 to the peak up, the peak and the
+    time span labelled, one vertex per point (unknown values leave a gap)."""
+    w, h, left, right, top, bottom = CHART_WIDTH, CHART_HEIGHT, 44, 8, 10, 18
+    values = [(p.at, getattr(p, field)) for p in points]
+    known = [(at, v) for at, v in values if v is not None]
+    head = (f'<svg class="chart {cls}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+            f'data-points="{len(known)}"')
+    axis = (f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" class="axis"/>'
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" class="axis"/>')
+    if not known:
+        return (f'{head} aria-label="{esc(title)}: no data yet"><title>{esc(title)}: no data yet</title>{axis}'
+                f'<text x="{(left + w - right) // 2}" y="{h // 2}" class="tick" text-anchor="middle">'
+                f'no data yet</text></svg>')
+    t0, t1 = values[0][0], values[-1][0]
+    span = (t1 - t0) or 1.0
+    peak = max(v for _, v in known) or 1.0
+
+    def xy(at: float, v: float) -> str:
+        x = left + (at - t0) / span * (w - left - right) if t1 > t0 else w - right
+        return f"{x:.1f},{h - bottom - v / peak * (h - top - bottom):.1f}"
+
+    runs, run = [], []
+    for at, v in values:
+        if v is None:
+            if run:
+                runs.append(run)
+            run = []
+        else:
+            run.append(xy(at, v))
+    if run:
+        runs.append(run)
+    lines = "".join(f'<polyline points="{" ".join(r)}" class="line"/>' for r in runs)
+    last = runs[-1][-1].split(",")
+    label = (f"{title}: now {_amount(known[-1][1], unit)}, peak {_amount(peak, unit)} over the last "
+             f"{duration(t1 - t0)} ({len(known)} points)")
+    return (f'{head} aria-label="{esc(label)}"><title>{esc(label)}</title>{axis}'
+            f'<text x="{left - 4}" y="{top + 8}" class="tick" text-anchor="end">{esc(_amount(peak, unit, True))}</text>'
+            f'<text x="{left - 4}" y="{h - bottom}" class="tick" text-anchor="end">0</text>'
+            f'<text x="{left}" y="{h - 4}" class="tick">{esc(duration(t1 - t0))} ago</text>'
+            f'<text x="{w - right}" y="{h - 4}" class="tick" text-anchor="end">now</text>'
+            f'{lines}<circle cx="{last[0]}" cy="{last[1]}" r="2.5" class="now"/></svg>')
+
+
+def _amount(value: float, unit: str, short: bool = False) -> str:
+    """A chart's value: a duration for seconds, else a number (one decimal below 10) with its unit."""
+    if unit == "s":
+        return duration(value)
+    number = f"{value:,.0f}" if value >= 10 or value == 0 else f"{value:,.1f}"
+    return number if short else f"{number} {unit}"
+
+
+def throughput(points: list[HistoryPoint]) -> float | None:
+    """Records/s copied between the two newest points of the history."""
+    return points[-1].throughput if points else None
 
 
 # --- sections ---------------------------------------------------------------------
@@ -291,9 +298,55 @@ def figure(label: str, value: str, detail: str = "", value_class: str = "", deta
             f'<span class="detail{detail_class}">{detail}</span></div>')
 
 
-def flow_card(flow: dict, history: list[LagPoint]) -> str:
+def groups_in_words(flow: dict) -> str:
+    """Each consumer group in one sentence: can it fail over to the target now, what it would re-read or lose."""
+    groups = flow.get("groups") or []
+    if not groups:
+        return ""
+    target = esc(flow.get("target", "the target"))
+    items = []
+    for g in groups:
+        name, fo = f'<b class="name">{esc(g["group"])}</b>', g.get("failover")
+        if fo is None:
+            items.append(f'<li class="group-verdict none">{name} has committed no offsets on the source: there is '
+                         f'nothing to fail over.</li>')
+            continue
+        records, seconds, skipped = fo.get("reread_records") or 0, fo.get("reread_seconds"), fo.get("skipped_records") or 0
+        span = f" ({duration(seconds)} of records)" if records and seconds else ""
+        reread = f"re-reads {count(records)} records already consumed{span}" if records else "re-reads nothing"
+        lose = (f"skips {count(skipped)} records it has not consumed yet: lost for the group" if skipped
+                else "loses nothing")
+        if fo.get("ready"):
+            items.append(f'<li class="group-verdict ready">{name} can fail over to {target} now: a consumer '
+                         f'switching now {reread} and {lose}.</li>')
+            continue
+        why = esc(str(fo.get("summary", "")).removeprefix("cannot fail over: "))
+        if skipped:
+            anyway = f"A consumer switching anyway {lose}."
+        elif set(fo.get("blockers") or ()) <= {"reread-records", "reread-seconds"}:
+            anyway = f"A consumer switching anyway {reread} and loses nothing."
+        else:
+            anyway = ("Where it has no usable checkpoint, a consumer switching anyway starts where its "
+                      "auto.offset.reset says: re-reading the whole partition (earliest) or losing what it "
+                      "has not consumed (latest).")
+        items.append(f'<li class="group-verdict not-ready">{name} cannot fail over to {target} now: {why}. '
+                     f'{anyway}</li>')
+    return f'<ul class="group-verdicts">{"".join(items)}</ul>'
+
+
+def charts(flow: dict, history: list[HistoryPoint]) -> str:
+    """Lag in seconds and throughput over the monitor's history of the flow."""
+    name = flow["name"]
+    return ('<div class="charts">'
+            f'<div class="chart-box"><h3>Lag (seconds)</h3>'
+            f'{chart(history, "lag_seconds", f"lag of {name} in seconds", "s", "lag-seconds")}</div>'
+            f'<div class="chart-box"><h3>Throughput (records/s copied)</h3>'
+            f'{chart(history, "throughput", f"throughput of {name}", "rec/s", "throughput")}</div></div>')
+
+
+def flow_card(flow: dict, history: list[HistoryPoint]) -> str:
     hb_main, hb_detail, hb_late = heartbeat_text(flow["heartbeat"])
-    values = [p.records for p in history if p.records is not None]
+    values = [p.lag_records for p in history if p.lag_records is not None]
     span = f"last {duration(history[-1].at - history[0].at)}" if len(history) > 1 else "since now"
     peak = f" · peak {count(max(values))}" if values else ""
     reasons = "".join(f"<li>{esc(r)}</li>" for r in flow.get("reasons", []))
@@ -320,18 +373,20 @@ def flow_card(flow: dict, history: list[LagPoint]) -> str:
     <span class="muted">replicator {"up" if flow.get("replicator_up") else "down"}</span></header>
   {f'<ul class="reasons">{reasons}</ul>' if reasons else ''}
   <div class="figures">{"".join(figures)}</div>
+  {charts(flow, history)}
   <div class="tables"><div><h3>Top lagging partitions</h3>{top_partitions_table(flow)}</div>
-    <div><h3>Checkpoints per consumer group</h3>{groups_table(flow)}</div></div>
+    <div><h3>Consumer groups: can they fail over now?</h3>{groups_in_words(flow)}{groups_table(flow)}</div></div>
 </section>"""
 
 
-def fragment(status: dict, history: LagHistory) -> str:
+def fragment(status: dict, history: History | None) -> str:
     """Everything that changes: the part the script swaps in."""
     overall = status.get("status")
     if overall is None:
         return (f'<div id="overview" data-status="">{badge(None)} '
                 f'<span class="muted">{esc(status.get("message", "no evaluation yet"))}</span></div>')
-    flows = "".join(flow_card(f, history.points(f["name"])) for f in status.get("flows", []))
+    flows = "".join(flow_card(f, history.points(f["name"]) if history is not None else [])
+                    for f in status.get("flows", []))
     version = esc(status.get("monitor", {}).get("version", ""))
     return f"""
 <div id="overview" data-status="{esc(overall)}"><span class="muted">overall</span> {badge(overall)}
@@ -381,6 +436,13 @@ min-width:150px;background:#fcfcfd}
 .figure .detail{font-size:12px;color:var(--muted)}.figure .detail.lost{color:var(--err);font-weight:600}
 .spark .base{stroke:var(--line)}.spark .area{fill:#0969da22}.spark .line{fill:none;stroke:#0969da;stroke-width:1.6}
 .spark .now{fill:#0969da}
+.charts{display:flex;flex-wrap:wrap;gap:10px 24px;margin-top:8px}
+.chart .axis{stroke:var(--line)}.chart .tick{font-size:10px;fill:var(--muted)}
+.chart .line{fill:none;stroke-width:1.8;stroke-linejoin:round}
+""" + "".join(f".chart.{cls} .line{{stroke:{colour}}}.chart.{cls} .now{{fill:{colour}}}\n"
+              for cls, colour in CHART_COLOURS.items()) + """.group-verdicts{list-style:none;padding:0;margin:2px 0 8px}.group-verdict{margin:3px 0;font-size:13px}
+.group-verdict.ready::before{content:"\\2713  ";color:var(--ok);font-weight:700}
+.group-verdict.not-ready::before{content:"\\2717  ";color:var(--stop);font-weight:700}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th{font-size:12px;text-align:left;color:var(--muted);font-weight:600;border-bottom:1px solid var(--line);
 padding:4px 8px}
@@ -434,7 +496,7 @@ HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Conte
            "Referrer-Policy": "no-referrer"}
 
 
-def page(status: dict, history: LagHistory) -> str:
+def page(status: dict, history: History | None) -> str:
     overall = status.get("status")
     title = f"{esc(overall)} · sparkmirror monitor" if overall else "sparkmirror monitor"
     return f"""<!doctype html>
@@ -442,7 +504,7 @@ def page(status: dict, history: LagHistory) -> str:
 <title>{title}</title><style>{STYLE}</style></head>
 <body><div class="top"><h1>sparkmirror monitor</h1>
 <span id="live" data-refreshes="0">auto-refresh every {REFRESH_SECONDS} s</span>
-<span class="links"><a href="api/status">/api/status</a><a href="metrics">/metrics</a><a href="healthz">/healthz</a>
+<span class="links"><a href="api/status">/api/status</a><a href="api/history">/api/history</a><a href="metrics">/metrics</a><a href="healthz">/healthz</a>
 </span></div>
 <main id="content">{fragment(status, history)}</main>
 <script>{SCRIPT}</script></body></html>"""
@@ -450,8 +512,7 @@ def page(status: dict, history: LagHistory) -> str:
 
 async def handle(request: web.Request, status: dict) -> web.Response:
     """``/``: the page; ``/?fragment=1``: its changing part, for the page's own refresh."""
-    history = history_for(request.app)
-    history.record(status)
+    history = history_of(request)
     if request.query.get("fragment"):
         return web.Response(text=fragment(status, history), content_type="text/html", headers=HEADERS)
     return web.Response(text=page(status, history), content_type="text/html", headers=HEADERS)

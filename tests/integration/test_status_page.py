@@ -19,6 +19,7 @@ micro-batch can take a few seconds, longer than the default 2 s timeout.
 from __future__ import annotations
 
 import html
+import json
 import re
 import threading
 import time
@@ -28,7 +29,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from monitor.exporters import page
-from tests.integration.test_monitor_helpers import produce_raw, write_mm2_config
+from monitor.history import History
+from replicator.model.records import Checkpoint
+from tests.integration.test_monitor_helpers import RunningMonitor, produce_raw, write_mm2_config
 from tests.support.chromium import Chromium, require_chromium
 from tests.support.kafka import create_topic
 from tests.support.prometheus import MonitorProcess
@@ -261,7 +264,7 @@ def _status_with_names(name: str) -> dict:
 
 
 def test_page_escapes_every_name_and_renders_before_the_first_evaluation():
-    history = page.LagHistory()
+    history = History()
     rendered = page.page(_status_with_names(EVIL), history)
     # every user-chosen string is shown as text: no element, attribute or script comes from it
     assert "<script>alert" not in rendered and "<img" not in rendered
@@ -276,9 +279,83 @@ def test_page_escapes_every_name_and_renders_before_the_first_evaluation():
     # before the first evaluation: a page that says so, no flow
     waiting = page.page({"schema": 1, "status": None, "message": "no evaluation yet", "flows": []}, history)
     assert "no evaluation yet" in waiting and "<section" not in waiting
-    # one history point per evaluation; a flow that went away is forgotten
-    status = _status_with_names("x")
-    history.record(status)
-    assert len(history.points("fx")) == 1
-    history.record({**status, "flows": []})
-    assert history.points("fx") == []
+    # without a history (a page module used alone): the charts say there is no data yet
+    assert "lag of f" + escaped + " in seconds: no data yet" in page.page(_status_with_names(EVIL), None)
+
+
+def chart_points(dom: str, cls: str) -> tuple[int, int, str]:
+    """(data-points, polyline vertices, aria-label) of the history chart ``cls`` of the first flow card."""
+    svg = re.search(rf'<svg class="chart {cls}"[^>]*data-points="(\d+)"[^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>',
+                    dom, re.S)
+    assert svg, dom[:3000]
+    vertices = sum(len(p.split()) for p in re.findall(r'<polyline points="([^"]*)"', svg.group(3)))
+    return int(svg.group(1)), vertices, html.unescape(svg.group(2))
+
+
+@pytest.mark.kafka
+def test_history_charts_exist_without_a_browser_survive_a_reload_and_groups_are_in_words(
+        kafka_clusters, tmp_path, unique, artifacts_dir):
+    """A backlog copied in steps while no browser watches; then the page shows the lag-seconds and
+    throughput charts from the monitor's own history, a reload shows the same history (and more),
+    and each consumer group says in words whether it can fail over now."""
+    from tests.integration.test_monitor_lag import Flow
+    from tests.support.png import count_colour
+
+    browser = Chromium(require_chromium())
+    f = Flow(kafka_clusters, tmp_path, unique)
+    now_ms = int(time.time() * 1000)
+    f.produce_source(0, [now_ms] * 2_000)
+    f.copy(0, 10, now_ms)
+    f.sync(0, 0, 0)
+    f.sync(0, 9, 9)  # the ready group's committed 10 translates to 10: 5 past its checkpoint
+    ready, blocked = f"billing-{unique}", f"audit-{unique}"
+    commit_group(f.primary, ready, f.topic, {0: 10})
+    commit_group(f.primary, blocked, f.topic, {0: 4})
+    cp = Checkpoint(ready, f.remote, 0, 5, 5)
+    produce_raw(f.dr, f.checkpoints, [{"key": cp.encode_key(), "value": cp.encode_value()}])
+    f.start_heartbeats()
+    try:
+        with RunningMonitor(f.config, topics_exclude=[".*heartbeats"], history_step=0.5) as mon:
+            mon.wait_for(lambda s: s["flows"][0]["lag"]["records"] and len(s["flows"][0]["groups"]) == 2, 30,
+                         "the backlog and both groups")
+            # nobody has the page open: only the monitor's own evaluations make the history
+            for _ in range(12):
+                f.produce_source(0, [int(time.time() * 1000)] * 15)
+                f.copy(0, 150, now_ms)
+                time.sleep(0.3)
+            before = json.loads(mon.get("/api/history")[1])["flows"][f.name]
+            assert len(before) >= 8 and sum(1 for p in before if p[3]) >= 5, before
+            dom = browser.dump_dom(mon.url + "/", virtual_time_ms=500)
+            shot = browser.screenshot(mon.url + "/", artifacts_dir / "status-page-history.png", 1280, 1100,
+                                      virtual_time_ms=500)
+            for _ in range(3):
+                f.copy(0, 150, now_ms)
+                time.sleep(0.5)
+            reloaded = browser.dump_dom(mon.url + "/", virtual_time_ms=500)  # a fresh load: a reload
+            after = json.loads(mon.get("/api/history")[1])["flows"][f.name]
+        (artifacts_dir / "status-page-history.html").write_text(dom)
+    finally:
+        f.stop_heartbeats()
+
+    lag_points, lag_vertices, lag_label = chart_points(dom, "lag-seconds")
+    rate_points, rate_vertices, rate_label = chart_points(dom, "throughput")
+    assert lag_points >= 8 and lag_vertices == lag_points, (lag_points, lag_vertices, lag_label)
+    assert rate_points >= 7 and rate_vertices == rate_points, (rate_points, rate_vertices, rate_label)
+    assert re.search(r"peak [\d,.]+ rec/s", rate_label) and "(%d points)" % lag_points in lag_label
+    # the lines are drawn in their colours (used nowhere else on the page)
+    for cls, colour in page.CHART_COLOURS.items():
+        rgb = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+        assert count_colour(shot, rgb) > 40, (cls, colour)
+    # a reload shows the same history, the oldest point still first, and what came since
+    assert after[0][0] == before[0][0] and len(after) > len(before)
+    again, again_vertices, _ = chart_points(reloaded, "lag-seconds")
+    assert again >= lag_points + 1 and again_vertices == again
+    # the groups, in words
+    text = text_of(dom)
+    dst = f"d{unique}"
+    assert re.search(rf"{ready} can fail over to {dst} now: a consumer switching now re-reads 5 records "
+                     rf"already consumed.* and loses nothing\.", text), text
+    assert re.search(rf"{blocked} cannot fail over to {dst} now: .*no checkpoint", text), text
+    assert "time to catch up" in text.lower()
+    assert not re.search(r'(src|href)="(https?:)?//', dom)
+    print(f"\nhistory charts: {lag_points} points of lag, {rate_points} of throughput; screenshot {shot}")

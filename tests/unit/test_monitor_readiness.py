@@ -280,7 +280,7 @@ def test_retention_settings_from_describe_configs():
 # --- in words on the status page ---------------------------------------------------------
 
 def test_status_page_says_whether_each_group_can_fail_over_and_the_retention_headroom():
-    from monitor.exporters.page import LagHistory, fragment
+    from monitor.exporters.page import fragment
 
     state, clock = make_state()
     replicated(state, clock)
@@ -289,7 +289,7 @@ def test_status_page_says_whether_each_group_can_fail_over_and_the_retention_hea
     state.set_record_timestamps(FLOW, {("orders", 0, 50): int((T0 - 10) * MS),
                                        ("orders", 0, 79): int((T0 - 6.9) * MS)}, set())
     state.set_retention(FLOW, {"orders": TopicRetention(HOUR_MS, None, True)})
-    html = fragment(status_document(run(state, clock)), LagHistory())
+    html = fragment(status_document(run(state, clock)), None)
     assert '<td class="failover ready">can fail over now: would re-read 30 records (3.1 s)</td>' in html
     assert '<td class="failover not-ready">cannot fail over: orders[0]: no checkpoint yet</td>' in html
     assert 'retention headroom</span><span class="value">1 h 0 min</span>' in html
