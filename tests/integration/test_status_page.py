@@ -144,7 +144,7 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
     rep = Replicator(config, tmp_path / "checkpoints", tmp_path / "replicator.log").start()
     monitor = MonitorProcess(tmp_path / "monitor", config, "--interval", "1", "--groups-interval", "1",
                              "--metadata-interval", "2", "--heartbeat-timeout", "10",
-                             "--topics", topic)
+                             "--history-step", "1", "--topics", topic)
     try:
         monitor.start()
         monitor.wait_for(lambda s: (f := flow_of(s, flow))["lag"]["records"] == 0
