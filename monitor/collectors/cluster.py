@@ -11,6 +11,7 @@ that a cluster with nothing else to read still shows up or down.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
+from replicator import logsetup
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +41,10 @@ class _LibrdkafkaLog:
 
     def __init__(self, alias: str) -> None:
         self._log = logging.getLogger(f"monitor.librdkafka.{alias}")
+        self._fields = {"cluster": alias}
 
     def log(self, _level: int, fmt: str, *args: Any) -> None:
-        self._log.debug(fmt, *args)
+        self._log.debug(fmt, *args, extra=self._fields)
 
 
 def describe(exc: BaseException) -> str:
@@ -76,8 +79,12 @@ class ClusterClient:
             "enable.partition.eof": True,
             "isolation.level": "read_uncommitted",
         }
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"monitor-{alias}")
-        self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe")
+        # every line logged from this cluster's threads (librdkafka's included) names the cluster
+        stamp = functools.partial(logsetup.set_thread_context, cluster=alias)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"monitor-{alias}",
+                                            initializer=stamp)
+        self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe",
+                                                  initializer=stamp)
         self._admin: AdminClient | None = None
         self._offsets_consumers: dict[str, Consumer] = {}  # isolation level -> consumer for ListOffsets
         self._lock = threading.Lock()
@@ -94,10 +101,10 @@ class ClusterClient:
         except Exception as exc:
             message = describe(exc)
             if self.state.cluster_failed(self.alias, message):
-                log.warning("cluster %s unreachable: %s", self.alias, message)
+                log.warning("cluster %s unreachable: %s", self.alias, message, extra={"cluster": self.alias})
             raise ClusterUnavailable(message) from exc
         if self.state.clusters[self.alias].up is False:
-            log.info("cluster %s reachable again", self.alias)
+            log.info("cluster %s reachable again", self.alias, extra={"cluster": self.alias})
         self.state.cluster_ok(self.alias)
         return result
 

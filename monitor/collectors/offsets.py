@@ -182,7 +182,8 @@ class EndOffsetCollector:
         try:
             await self.probe.refresh(self.flow.name)
         except Exception:
-            log.exception("reading the oldest unreplicated records of %s failed", self.flow.name)
+            log.exception("reading the oldest unreplicated records of %s failed", self.flow.name,
+                          extra={"flow": self.flow.name})
         self.state.record_duration(self.flow.name, "lag_probe", time.monotonic() - started)
 
     def forget_metadata(self) -> None:

@@ -31,7 +31,7 @@ async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: floa
         except ClusterUnavailable:
             pass
         except Exception:
-            log.exception(failure)
+            log.exception(failure, extra={"flow": flow})
         elapsed = time.monotonic() - started
         state.record_duration(flow, collector, elapsed)
         await asyncio.sleep(max(0.05, interval - elapsed, min(idle_ratio * elapsed, idle_max)))

@@ -19,5 +19,6 @@ def decode_or_count(state: MonitorState, cluster: str, topic: str, record_cls, r
         if state.decode_error(cluster, topic, record_cls.RECORD_TYPE):
             log.warning("skipping undecodable %s in %s on %s (partition %d, offset %d): %s; further ones in "
                         "this topic are only counted in sparkmirror_decode_errors_total",
-                        record_cls.RECORD_TYPE, topic, cluster, record.partition, record.offset, exc)
+                        record_cls.RECORD_TYPE, topic, cluster, record.partition, record.offset, exc,
+                        extra={"cluster": cluster, "topic": topic, "partition": record.partition})
         return None

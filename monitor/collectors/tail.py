@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from monitor.collectors.cluster import ClusterClient
+from replicator import logsetup
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class TopicTail:
                 pass
 
     def _run(self) -> None:
+        logsetup.set_thread_context(cluster=self.client.alias, topic=self.topic)  # on every line of this thread
         consumer = self.client.consumer(**{"fetch.wait.max.ms": 100})
         assigned: dict[int, bool] = {}  # partition -> caught up (EOF seen)
         next_metadata = 0.0
