@@ -25,7 +25,7 @@ from tests.integration.test_monitor_helpers import write_mm2_config
 from tests.support.prometheus import MonitorProcess, PrometheusServer
 from tests.support.tls import make_pki
 
-PROTECTED = ("/metrics", "/api/status", "/")
+PROTECTED = ("/metrics", "/api/status", "/api/history", "/")
 
 
 def write_web_config(folder, password: str, cost: int = 8):

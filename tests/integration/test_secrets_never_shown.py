@@ -167,7 +167,7 @@ def test_no_secret_in_any_output(kafka_clusters, tmp_path):
         # let the logins fail a few times, so every error path has produced its messages
         time.sleep(6)
         for path in ("/metrics", "/api/status", "/api/status?detail=partitions", "/healthz", "/",
-                     "/?fragment=1"):
+                     "/?fragment=1", "/api/history"):
             outputs[f"GET {path}"] = fetch(base + path)
         assert '"up": false' in outputs["GET /api/status"].replace('"up":false', '"up": false')
         proc.send_signal(signal.SIGTERM)

@@ -17,6 +17,7 @@ from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry, render
 from monitor.exporters.samples import served_specs
+from monitor.history import History
 from monitor.state import OffsetsRow, Probe, TopicRetention
 from replicator.model.records import Checkpoint, OffsetSync
 from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
@@ -162,7 +163,10 @@ def test_http_routes():
     async def fresh():
         return ev
 
-    sources = HttpSources(fresh, build_registry(lambda: ev), lambda: (healthy[0], {"x": 1}), "1.2.3")
+    history = History(step=1.0)
+    history.record(ev)
+    sources = HttpSources(fresh, build_registry(lambda: ev), lambda: (healthy[0], {"x": 1}), "1.2.3",
+                          history=history)
 
     async def scenario():
         client = TestClient(TestServer(build_app(sources)))
@@ -183,6 +187,10 @@ def test_http_routes():
             assert (await client.get("/api/status?top=x")).status == 400
             r = await client.get("/")
             assert r.status == 200 and "sparkmirror monitor" in await r.text()
+            assert 'class="chart lag-seconds"' in await r.text()  # drawn from the monitor's history
+            r = await client.get("/api/history")
+            doc = json.loads(await r.text())
+            assert doc["step_seconds"] == 1.0 and doc["flows"][FLOW] == [[round(ev.generated_at, 3), 42.0, 7, None, None]]
             assert (await client.get("/healthz")).status == 200
             healthy[0] = False
             r = await client.get("/healthz")

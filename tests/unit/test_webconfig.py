@@ -242,7 +242,7 @@ def test_monitor_app_asks_credentials_for_every_spelling_of_a_protected_path():
             assert (await client.get("/healthz")).status == 200
             assert (await client.get("/healthz?x=/metrics")).status == 200
             assert (await client.get("/metrics", headers=right)).status == 200
-            for path in ("/metrics", "/api/status", "/", "/%6detrics", "/healthz/../metrics", "/healthz/%2E%2E/metrics",
+            for path in ("/metrics", "/api/status", "/api/history", "/", "/%6detrics", "/healthz/../metrics", "/healthz/%2E%2E/metrics",
                          "/healthz%2F..%2Fmetrics", "//metrics", "/./metrics", "/metrics/", "/healthz/", "/nothing",
                          "/api/status?detail=partitions", "/metrics;/healthz", "/metrics#/healthz"):
                 # sent as raw bytes: an HTTP client library would normalise most of these first
