@@ -208,6 +208,18 @@ def heartbeat_text(hb: dict) -> tuple[str, str, bool]:
     return f"{duration(hb['age_seconds'])} ago", detail, bool(late)
 
 
+def eta_text(partition: dict) -> str:
+    """A partition's time to catch up (monitor.catchup), short."""
+    state = partition.get("catchup_state")
+    if state == "caught-up":
+        return "now"
+    if state == "not-catching-up":
+        return "not gaining"
+    if state in ("catching-up", "keeping-up"):
+        return duration(partition.get("catchup_eta_seconds"))
+    return "—"
+
+
 def top_partitions_table(flow: dict) -> str:
     rows = flow.get("top_partitions") or []
     if not rows:
@@ -219,13 +231,14 @@ def top_partitions_table(flow: dict) -> str:
     body = "".join(
         f'<tr><td class="name">{esc(p["topic"])}</td><td class="num">{esc(p["partition"])}</td>'
         f'<td>{badge(p["status"], small=True)}</td><td class="num">{count(p["lag_records"])}</td>'
-        f'<td class="num">{duration(p["lag_seconds"])}</td>'
+        f'<td class="num">{duration(p["lag_seconds"])}</td><td class="num">{eta_text(p)}</td>'
         f'<td class="bar"><svg width="64" height="8" aria-hidden="true"><rect width="64" height="8" class="track"/>'
         f'<rect width="{max(1, round(64 * (p["lag_records"] or 0) / peak))}" height="8" class="fill"/></svg></td></tr>'
         for p in rows)
     return ('<table class="top-partitions"><thead><tr><th>topic</th><th class="num">partition</th><th>status</th>'
             '<th class="num" title="source records not yet on the target">records</th>'
             '<th class="num" title="age of the oldest source record not yet on the target">behind</th>'
+            '<th class="num" title="time to catch up at the observed net rate">caught up in</th>'
             '<th></th></tr></thead>'
             f'<tbody>{body}</tbody></table>')
 

@@ -112,3 +112,15 @@ def test_the_status_page_says_the_time_to_catch_up_in_words():
     assert "not catching up" in catchup_figure({"state": "not-catching-up", "copy_rate": 0.0, "source_rate": 3.0})
     assert "caught up" in catchup_figure({"state": "caught-up"})
     assert "not measured" in catchup_figure({})
+
+
+def test_the_top_partitions_say_when_each_is_caught_up():
+    from monitor.exporters.page import top_partitions_table
+
+    rows = [{"topic": "orders", "partition": 0, "status": "OK", "lag_records": 900, "lag_seconds": 30.0,
+             "catchup_state": "catching-up", "catchup_eta_seconds": 95.0},
+            {"topic": "orders", "partition": 1, "status": "STALL", "lag_records": 50, "lag_seconds": 80.0,
+             "catchup_state": "not-catching-up", "catchup_eta_seconds": None}]
+    table = top_partitions_table({"top_partitions": rows})
+    assert "caught up in</th>" in table
+    assert '<td class="num">1 min 35 s</td>' in table and '<td class="num">not gaining</td>' in table
