@@ -26,7 +26,7 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from monitor.exporters import page
 from monitor.history import History
@@ -61,9 +61,22 @@ def replication_config(path, primary: str, dr: str, u: str):
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` for ``group``, waiting out a group coordinator still loading or moving (a
+    freshly started broker answers the first commits with NOT_COORDINATOR or LOAD_IN_PROGRESS)."""
+    retriable = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                                asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 
