@@ -277,12 +277,25 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                        f"({window[0].lag} -> {window[-1].lag} records)")
     else:
         status = OK
-    pace = catchup.partition(((s.at, s.position, s.source_end) for s in window), lag)
+    pace = catchup.partition(_window_ends(window), lag)
     return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
                            part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
                            oldest_ms, lost_records, part.read_at, open_transaction=held is not None,
                            catchup_state=pace.state, copy_rate=pace.copy_rate, source_rate=pace.source_rate,
                            catchup_eta_seconds=pace.eta_seconds)
+
+
+def _window_ends(window: list) -> tuple:
+    """The oldest and newest samples with a known position, as catch-up's (at, position, end) tuples."""
+    if len(window) < 2:
+        return ()
+    first, last = window[0], window[-1]
+    if first.position is None or last.position is None:  # rare: scan for the known ones
+        known = [s for s in window if s.position is not None]
+        if len(known) < 2:
+            return ()
+        first, last = known[0], known[-1]
+    return (first.at, first.position, first.source_end), (last.at, last.position, last.source_end)
 
 
 def _held_by_open_transaction(part: PartitionState, position: int | None, window: list,
@@ -535,8 +548,8 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
     else:
         replicator_up = moved or (bool(lags) and sum(lags) == 0)
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
-    pace = catchup.combine(catchup.CatchUp(p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
-                           for p in partitions)
+    pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
+                           for p in partitions if p.catchup_state != catchup.UNKNOWN)
     return FlowResult(
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
         fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
