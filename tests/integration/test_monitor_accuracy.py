@@ -32,12 +32,19 @@ PARTITIONS = 2
 TOLERANCE = 0.5      # seconds
 STEADY_SECONDS = 25
 STALLED_SECONDS = 8
+#: STOP is due one heartbeat timeout after the last heartbeat arrived, reported within one refresh; the
+#: last heartbeat arrived up to a heartbeat interval (1 s) before the copier stopped, the status is
+#: sampled every 0.5 s.
+STOP_SLACK = 2.0
 
 
 def _default_options() -> dict:
     """The command line's defaults, but a free port (RunningMonitor's own defaults are test-fast)."""
     defaults = {f.name: getattr(MonitorOptions(), f.name) for f in dataclasses.fields(MonitorOptions)}
     return {k: v for k, v in defaults.items() if k not in ("host", "port", "topic_filter", "group_filter")}
+
+
+OPTIONS = _default_options()
 
 
 def _off(value: float | None, truth: float) -> float:
@@ -70,7 +77,7 @@ def test_lag_seconds_within_half_a_second_at_default_settings_then_follows_a_sta
     copier = DelayedCopier(primary, dr, topic, remote, PARTITIONS, DELAY, syncs_topic=syncs,
                            heartbeats_topic=heartbeats, source_alias=src, target_alias=dst).start()
     try:
-        with RunningMonitor(config, topics_exclude=[".*heartbeats"], **_default_options()) as mon:
+        with RunningMonitor(config, topics_exclude=[".*heartbeats"], **OPTIONS) as mon:
             # Warm-up: the copier has been running for longer than its delay, and the monitor's probe
             # has answered ten rounds (its consumer connects at the first one, which on a loaded
             # machine takes seconds).
@@ -106,16 +113,22 @@ def test_lag_seconds_within_half_a_second_at_default_settings_then_follows_a_sta
             for errors, line in zip((flow_err, part_err, metric_err, records_err, latency_err), lines):
                 assert errors and max(abs(e) for e in errors) <= TOLERANCE, line
 
-            # The replicator stalls: the true lag is the age of the first record it did not copy.
+            # The replicator stops (records, syncs and heartbeats): the true lag is the age of the first
+            # record it did not copy, and once no heartbeat arrived for the flow's heartbeat timeout the
+            # flow is STOP (not STALL: that is a replicator whose heartbeats still arrive), at the latest
+            # one refresh (--interval) later.
+            timeout = flow["heartbeat"]["timeout_seconds"]
             copier.stop()
-            oldest = copier.first_missing_ms / 1000
-            stalled = []
-            deadline = time.monotonic() + STALLED_SECONDS
-            while time.monotonic() < deadline:
+            stopped_at, oldest = time.time(), copier.first_missing_ms / 1000
+            stalled, statuses = [], []
+            deadline = time.monotonic() + max(STALLED_SECONDS, timeout + OPTIONS["interval"] + STOP_SLACK)
+            while time.monotonic() < deadline and not (len(statuses) > 2 and statuses[-3][1] == "STOP"):
                 asked = time.time()
                 flow = mon.flow(name, detail="summary")
                 answered = time.time()
-                stalled.append(((asked + answered) / 2, flow["lag"]["seconds"]))
+                at = (asked + answered) / 2
+                stalled.append((at, flow["lag"]["seconds"]))
+                statuses.append((round(at - stopped_at, 1), flow["status"], flow["heartbeat"]["arrival_age_seconds"]))
                 time.sleep(0.5)
             stall_err = [_off(value, at - oldest) for at, value in stalled]
             line = _report("stalled: lag seconds vs the wall clock", stall_err)
@@ -123,6 +136,14 @@ def test_lag_seconds_within_half_a_second_at_default_settings_then_follows_a_sta
             steps = [(b_value - a_value) - (b_at - a_at) for (a_at, a_value), (b_at, b_value)
                      in zip(stalled, stalled[1:])]
             assert max(abs(s) for s in steps) <= TOLERANCE, ("lag seconds moved in steps", stalled)
+            stop = next((i for i, (_, status, _) in enumerate(statuses) if status == "STOP"), None)
+            assert stop is not None, f"never STOP after the replicator stopped (timeout {timeout} s): {statuses}"
+            print(f"STOP {statuses[stop][0]} s after the stop (heartbeat timeout {timeout} s, interval "
+                  f"{OPTIONS['interval']} s)")
+            assert {status for _, status, _ in statuses[:stop]} <= {"OK", "WARN"}, statuses
+            assert {status for _, status, _ in statuses[stop:]} == {"STOP"}, statuses
+            assert statuses[stop][2] >= timeout, f"STOP before the heartbeat timeout: {statuses}"
+            assert statuses[stop][0] <= timeout + OPTIONS["interval"] + STOP_SLACK, statuses
     finally:
         copier.stop()
         producer.close()
