@@ -1,4 +1,4 @@
-"""Dashboards, alert rules and the pager path against live replication (issue 6, items 3 and 4).
+"""Dashboards, alert rules and the pager path against live replication.
 
 Everything is real: the replicator (``sparkmirror replicate``, a Spark job) copies
 a unique topic between the session clusters; ``sparkmirror monitor`` (a process)

@@ -26,7 +26,7 @@ TESTS = sorted((ROOT / "alerts" / "tests").glob("*.yml"))
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 COMMITTED = yaml.safe_load(generate.RULES_PATH.read_text())
 
-#: The conditions issue 6 asks for, each by its alert.
+#: The conditions that must each have an alert, by that alert.
 REQUIRED = {
     "heartbeats stopped": "SparkmirrorHeartbeatsStopped",
     "replication latency high": "SparkmirrorReplicationLatencyHigh",

@@ -46,7 +46,7 @@ def _mount(service: str, container_path: str) -> Path:
     return next(host for host, target in _bind_mounts(SERVICES[service]) if target == container_path)
 
 
-def test_the_services_issue_6_asks_for():
+def test_the_stack_has_both_clusters_the_replicator_monitor_prometheus_alertmanager_grafana():
     assert {"kafka-primary", "kafka-dr", "replicator", "monitor", "prometheus", "alertmanager",
             "grafana"} <= set(SERVICES)
 
