@@ -213,7 +213,10 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror": (("sm", "dr"), [], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
+    # the default path run from another source tree (--baseline-src): before/after a change, same run
+    "sparkmirror-baseline": (("smb", "drb"), [], {}),
 }
+BASELINE_SRC: list[Path] = []  # set from --baseline-src
 
 
 def start_system(system: str, src: str, dst: str, topic: str, partitions: int, work: Path):
@@ -225,10 +228,16 @@ def start_system(system: str, src: str, dst: str, topic: str, partitions: int, w
         return [mm.process], f"mm2.{topic}"
     (alias, target_alias), args, extra = SPARKMIRROR_SYSTEMS[system]
     cfg = sparkmirror_config(src, dst, topic, work / f"{system}-{topic}.properties", extra, alias, target_alias)
+    src_tree, env = ROOT, None
+    if system == "sparkmirror-baseline":
+        # `python -m` and Spark's Python workers import `replicator` from the working directory first
+        src_tree = BASELINE_SRC[0]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src_tree), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "replicator.cli", "replicate", str(cfg), "--checkpoint-dir",
          str(work / f"{system}-{topic}-ckpt"), "--metrics-listen", "off", *args],
-        stdout=open(work / f"{system}-{topic}.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+        stdout=open(work / f"{system}-{topic}.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=src_tree, env=env)
     return [proc], f"{alias}.{topic}"
 
 
@@ -361,6 +370,16 @@ def warm_up(src: str, dst: str, work: Path, timeout: float) -> None:
     delete_topics(dst, "warm-up")
 
 
+def median_rate_by_system(rows: list[dict]) -> dict[str, tuple[float, float, float, int]]:
+    """system -> (median, min, max, runs) of records/s, in the rows' order of systems."""
+    import statistics
+
+    rates: dict[str, list[float]] = {}
+    for r in rows:
+        rates.setdefault(r["system"], []).append(r["records_per_s"])
+    return {s: (statistics.median(v), min(v), max(v), len(v)) for s, v in rates.items()}
+
+
 def machine() -> str:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     cpu = platform.processor() or platform.machine()
@@ -379,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-seconds", type=float, default=None, help="override the steady-state duration")
     ap.add_argument("--steady-rate", type=float, default=None,
                     help="records/s for the steady workload (default: half of this run's raw rate in workload a)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="catch-up runs per system and workload, each on freshly written data; "
+                         "BENCHMARKS.md shows the median and the spread (min-max)")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="a source tree of sparkmirror (e.g. `git archive main | tar x -C /tmp/base`) run as system "
+                         "sparkmirror-baseline beside the others: a change's before and after in the same run")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--no-write", action="store_true", help="print results only")
     ap.add_argument("--no-warm-up", action="store_true",
@@ -389,6 +414,12 @@ def main(argv: list[str] | None = None) -> int:
     for s in systems + extra_systems:
         if s not in ("raw", "mm2", *SPARKMIRROR_SYSTEMS):
             ap.error(f"unknown system {s!r}")
+    if ("sparkmirror-baseline" in systems + extra_systems) != (args.baseline_src is not None):
+        ap.error("system sparkmirror-baseline and --baseline-src go together")
+    if args.baseline_src is not None:
+        if not (args.baseline_src / "replicator" / "cli.py").is_file():
+            ap.error(f"--baseline-src {args.baseline_src}: no replicator/cli.py there")
+        BASELINE_SRC.append(args.baseline_src.resolve())
     chosen = [WORKLOADS[w.strip()] for w in args.workloads.split(",")]
     artifacts.ensure_all()
     work = artifacts.cache_dir() / "bench" / datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -407,18 +438,23 @@ def main(argv: list[str] | None = None) -> int:
             if wl["kind"] == "catchup":
                 if args.records:
                     wl["records"] = args.records
-                topic = wl["name"]
-                log(f"clusters up: source {src}, target {dst}; {wl['name']}: writing {wl['records']:,} x "
-                    f"{wl['value_bytes']} B over {wl['partitions']} partitions")
-                fill(src, topic, wl["records"], wl["value_bytes"], wl["partitions"])
-                extra = extra_systems if wl["name"] == WORKLOADS["a"]["name"] else []
-                for system in systems + extra:
-                    r = measure_catchup(system, wl, src, dst, topic, work, args.timeout)
-                    results.append(r)
-                    if system == "raw" and wl["value_bytes"] == 1024 and wl["partitions"] == 12:
-                        raw_rate = r["records_per_s"]
-                delete_topics(src, topic)
-                delete_topics(dst, topic)
+                for repeat in range(1, args.repeats + 1):
+                    # Each repeat copies a freshly written topic of its own: every system starts
+                    # from nothing (no checkpoint, no MM2 connector offsets to resume from).
+                    topic = wl["name"] if args.repeats == 1 else f"{wl['name']}-r{repeat}"
+                    log(f"clusters up: source {src}, target {dst}; {wl['name']} (repeat {repeat} of "
+                        f"{args.repeats}): writing {wl['records']:,} x {wl['value_bytes']} B over "
+                        f"{wl['partitions']} partitions")
+                    fill(src, topic, wl["records"], wl["value_bytes"], wl["partitions"])
+                    extra = extra_systems if wl["name"] == WORKLOADS["a"]["name"] else []
+                    for system in systems + extra:
+                        r = measure_catchup(system, wl, src, dst, topic, work, args.timeout)
+                        r["repeat"] = repeat
+                        results.append(r)
+                        if system == "raw" and wl["value_bytes"] == 1024 and wl["partitions"] == 12:
+                            raw_rate = r["records_per_s"] if raw_rate is None else max(raw_rate, r["records_per_s"])
+                    delete_topics(src, topic)
+                    delete_topics(dst, topic)
             else:
                 if args.steady_seconds:
                     wl["seconds"] = args.steady_seconds
@@ -435,12 +471,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         r.update({"date": stamp, "machine": machine(), "command": command.strip()})
     for wl in chosen:
-        by = {r["system"]: r for r in results if r["workload"] == wl["name"]}
+        by = median_rate_by_system([r for r in results if r["workload"] == wl["name"]])
+        for system, (rate, low, high, n) in by.items():
+            log(f"{wl['name']}: {system}: median {rate:,.0f} records/s over {n} run(s), spread {low:,.0f}-{high:,.0f}")
         if "sparkmirror" in by:
-            for peer in ("mm2", "raw"):
-                if peer in by and by[peer]["records_per_s"]:
-                    log(f"{wl['name']}: sparkmirror/{peer}: "
-                        f"{by['sparkmirror']['records_per_s'] / by[peer]['records_per_s']:.2f}x")
+            for peer in ("mm2", "raw", "sparkmirror-baseline"):
+                if peer in by and by[peer][0]:
+                    log(f"{wl['name']}: sparkmirror/{peer}: {by['sparkmirror'][0] / by[peer][0]:.2f}x (medians)")
     if not args.no_write:
         existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
         RESULTS.write_text(json.dumps(existing + results, indent=2) + "\n")
