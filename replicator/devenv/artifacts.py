@@ -21,7 +21,7 @@ from replicator.errors import SparkmirrorError
 log = logging.getLogger(__name__)
 
 KAFKA_VERSION = "4.1.1"
-SPARK_VERSION = "4.0.0"  # must equal the pinned pyspark; the connector jars follow it
+SPARK_VERSION = "4.2.0"  # must equal the pinned pyspark; the connector jars follow it
 SCALA_BINARY = "2.13"
 LOG4J_VERSION = "2.24.3"
 SLF4J_VERSION = "2.0.17"
