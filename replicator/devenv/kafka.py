@@ -65,6 +65,8 @@ class KafkaCluster:
     extra_config: dict[str, str] = field(default_factory=dict)
     #: None: PLAINTEXT (the default). Otherwise clients must use SASL_SSL with these users and CA.
     sasl_ssl: SaslSsl | None = None
+    #: None: a fresh random id at format time. Nodes of one multi-node cluster share theirs.
+    cluster_id: str | None = None
     process: subprocess.Popen | None = None
     pid: int | None = None
 
@@ -142,7 +144,7 @@ class KafkaCluster:
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
         if (self.data_dir / "log" / "meta.properties").exists():
             return
-        cluster_id = "-"
+        cluster_id = self.cluster_id or "-"
         while cluster_id.startswith("-"):  # kafka-storage would read a leading '-' as an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         proc = self._java(

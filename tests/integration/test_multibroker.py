@@ -1,0 +1,534 @@
+"""Leader movement on three-broker clusters: kill -9, controlled shutdown, reassignment, ISR shrink.
+
+Two clusters of three KRaft brokers each (tests/support/multibroker.py: replication
+factor 3, ``min.insync.replicas=2``), started for this module only. Producers keep
+writing records with unique ids while one real ``sparkmirror replicate`` process and
+one ``sparkmirror monitor`` live through broker faults. Afterwards every record is
+accounted for, flow by flow:
+
+- lost: an id sent to the source that is not on the target;
+- duplicated: extra copies on the target (at-least-once replays; none allowed to a
+  read_committed reader of an exactly-once flow);
+- out of order: a target partition that holds a record before an earlier record of
+  its source partition was copied for the first time;
+- wrong syncs: an offset-sync whose upstream and downstream offsets hold different
+  records;
+- checkpoints ahead: a checkpoint or a synced group offset on the target past a
+  record the group had not consumed on the source (a failover would skip it).
+
+The counts go to test-artifacts/multibroker-faults.json.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+from replicator.model.records import Checkpoint, OffsetSync
+from tests.support.multibroker import BrokerCluster, start_all, three_node_cluster
+from tests.support.prometheus import MonitorProcess
+from tests.support.replicator import Replicator, write_config
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.multibroker]
+
+PARTITIONS = 6
+DOWN_S = 10.0  # how long a killed or stopped broker stays down
+
+
+@pytest.fixture(scope="module")
+def three_broker_clusters(tmp_path_factory):
+    """``primary`` and ``dr``, three brokers each; nobody else uses them (brokers die here)."""
+    base = tmp_path_factory.mktemp("kafka-3brokers")
+    clusters = {name: three_node_cluster(name, base) for name in ("primary", "dr")}
+    start_all(list(clusters.values()))
+    try:
+        yield clusters
+    finally:
+        for c in clusters.values():
+            c.stop()
+
+
+def production_config(path, primary: BrokerCluster, dr: BrokerCluster, extra: dict, flows=("primary->dr",)):
+    return write_config(path, primary.bootstrap, dr.bootstrap, {
+        "replication.factor": "3", "heartbeats.topic.replication.factor": "3",
+        "checkpoints.topic.replication.factor": "3", "offset-syncs.topic.replication.factor": "3",
+        "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": "1", "offset.lag.max": "20", **extra}, flows=flows)
+
+
+class Producing(threading.Thread):
+    """Writes ids 0, 1, 2, ... to ``topic`` (id n to partition n % PARTITIONS), ~``rate``/s, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 150.0):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
+        self.stop_event = threading.Event()
+        self.sent = 0
+        self.failed: list[str] = []
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                      "log_level": 0})
+
+        def done(err, _msg):
+            if err is not None:
+                self.failed.append(err.str())
+
+        while not self.stop_event.is_set():
+            start = time.monotonic()
+            for _ in range(int(self.rate / 10)):
+                p.produce(self.topic, key=str(self.sent % 97).encode(), value=str(self.sent).encode(),
+                          partition=self.sent % PARTITIONS, on_delivery=done)
+                self.sent += 1
+            p.poll(0)
+            self.stop_event.wait(max(0.0, 0.1 - (time.monotonic() - start)))
+        assert p.flush(120) == 0
+
+    def stop(self) -> int:
+        self.stop_event.set()
+        self.join(150)
+        return self.sent
+
+
+class GroupCommits(threading.Thread):
+    """A consumer group of the source topic: reads it and commits its position every second."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.stop_event = threading.Event()
+        self.commits = 0
+
+    def run(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "log_level": 0})
+        c.assign([TopicPartition(self.topic, p) for p in range(PARTITIONS)])
+        last = time.monotonic()
+        while not self.stop_event.is_set():
+            c.poll(0.2)
+            if time.monotonic() - last >= 1:
+                last = time.monotonic()
+                try:
+                    c.commit(asynchronous=False)
+                    self.commits += 1
+                except Exception:  # the group coordinator moving with a broker: commit next time
+                    pass
+        c.close()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(60)
+
+
+def read_records(bootstrap: str, topic: str, expected: int = 0, timeout: float = 240.0,
+                 idle: float = 6.0) -> list[tuple[int, int, int]]:
+    """(partition, offset, id) of every record a read_committed reader sees, in partition order:
+    read until ``expected`` distinct ids are in and nothing new came for ``idle`` seconds."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mb-reader-{time.time_ns()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 0})
+    parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: list[tuple[int, int, int]] = []
+    ids: set[int] = set()
+    deadline = time.monotonic() + timeout
+    last_new = time.monotonic()
+    while time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is None or msg.error():
+            if len(ids) >= expected and time.monotonic() - last_new >= idle:
+                break
+            continue
+        last_new = time.monotonic()
+        i = int(msg.value())
+        out.append((msg.partition(), msg.offset(), i))
+        ids.add(i)
+    c.close()
+    return out
+
+
+def read_internal(bootstrap: str, topic: str, decode) -> list:
+    recs = read_records_raw(bootstrap, topic)
+    return [decode(k, v) for k, v in recs]
+
+
+def read_records_raw(bootstrap: str, topic: str, idle: float = 4.0) -> list[tuple[bytes, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mb-internal-{time.time_ns()}",
+                  "enable.auto.commit": False, "log_level": 0})
+    md = c.list_topics(topic, timeout=10).topics.get(topic)
+    if md is None or md.error is not None:
+        c.close()
+        return []
+    c.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+    out, last = [], time.monotonic()
+    while time.monotonic() - last < idle:
+        msg = c.poll(0.5)
+        if msg is not None and not msg.error():
+            out.append((msg.key(), msg.value()))
+            last = time.monotonic()
+    c.close()
+    return out
+
+
+class Flow:
+    """One replicated topic and what to check about it."""
+
+    def __init__(self, src: BrokerCluster, dst: BrokerCluster, topic: str, exactly_once: bool = False):
+        self.src, self.dst, self.topic, self.exactly_once = src, dst, topic, exactly_once
+        self.mirror = f"{src.name}.{topic}"
+        self.group = f"app-{topic}"
+        self.producer = Producing(src.bootstrap, topic)
+        self.group_commits = GroupCommits(src.bootstrap, topic, self.group)
+
+    def start(self) -> None:
+        self.src.create_topic(self.topic, PARTITIONS)
+        self.producer.start()
+        self.group_commits.start()
+
+    def stop(self) -> None:
+        self.producer.stop_event.set()
+        self.group_commits.stop_event.set()
+
+    def on_target(self) -> int:
+        from confluent_kafka.admin import OffsetSpec
+
+        try:
+            res = self.dst.admin().list_offsets(
+                {TopicPartition(self.mirror, p): OffsetSpec.latest() for p in range(PARTITIONS)}, request_timeout=5)
+            return sum(f.result().offset for f in res.values())
+        except Exception:  # the mirror topic not there yet, a leader moving
+            return 0
+
+    def verify(self) -> dict:
+        """Stop producing, read both sides in full and count record by record."""
+        sent = self.producer.stop()
+        assert not self.producer.failed, f"the test's own producer failed: {self.producer.failed[:3]}"
+        source = read_records(self.src.bootstrap, self.topic, sent)
+        where = {i: (p, o) for p, o, i in source}
+        assert set(where) == set(range(sent)), "the source itself lacks records"
+        by_offset = {(p, o): i for p, o, i in source}
+        target = read_records(self.dst.bootstrap, self.mirror, sent)
+        ids = [i for _, _, i in target]
+        # order: per target partition, each record seen for the first time is the next of its source partition
+        out_of_order = wrong_partition = 0
+        next_new: dict[int, int] = {}
+        source_order = {p: sorted(o for q, o in where.values() if q == p) for p in range(PARTITIONS)}
+        position = {(p, o): n for p, offs in source_order.items() for n, o in enumerate(offs)}
+        last_copy: dict[tuple[int, int], int] = {}  # source (partition, offset) -> last target offset holding it
+        for p, o, i in target:
+            sp, so = where.get(i, (None, None))
+            if sp != p:
+                wrong_partition += 1
+                continue
+            last_copy[(sp, so)] = o
+            n = position[(sp, so)]
+            expect = next_new.get(p, 0)
+            if n == expect:
+                next_new[p] = n + 1
+            elif n > expect:
+                out_of_order += 1
+                next_new[p] = n + 1
+        target_at = {(p, o): i for p, o, i in target}
+        # offset-syncs: both offsets must hold the same record
+        syncs = [s for s in read_internal(self.src.bootstrap, f"mm2-offset-syncs.{self.dst.name}.internal",
+                                          OffsetSync.decode) if s.topic == self.topic]
+        wrong_syncs = [s for s in syncs if by_offset.get((s.partition, s.upstream_offset)) is None
+                       or target_at.get((s.partition, s.downstream_offset)) != by_offset[(s.partition, s.upstream_offset)]]
+
+        # per partition, the smallest last-copy target offset over the source records from each offset on
+        suffix_min: dict[int, list[int]] = {}
+        for p, offs in source_order.items():
+            mins, low = [0] * len(offs), None
+            for n in range(len(offs) - 1, -1, -1):
+                copy = last_copy.get((p, offs[n]))
+                if copy is not None:
+                    low = copy if low is None else min(low, copy)
+                mins[n] = -1 if low is None else low
+            suffix_min[p] = mins
+
+        def ahead(partition: int, upstream: int, downstream: int) -> bool:
+            """True if a consumer starting at ``downstream`` would miss a record at or after ``upstream``."""
+            n = bisect.bisect_left(source_order[partition], upstream)
+            if n >= len(source_order[partition]) or suffix_min[partition][n] < 0:
+                return False
+            return downstream > suffix_min[partition][n]
+
+        self.group_commits.stop()
+        checkpoints = [c for c in read_internal(self.dst.bootstrap, f"{self.src.name}.checkpoints.internal",
+                                                Checkpoint.decode) if c.group == self.group and c.topic == self.mirror]
+        checkpoints_ahead = [c for c in checkpoints if ahead(c.partition, c.upstream_offset, c.downstream_offset)]
+        time.sleep(4)  # the last group offset sync after the group's final commit
+        final = {tp.partition: tp.offset for tp in self.src.admin().list_consumer_group_offsets(
+            [_group_request(self.group)])[self.group].result().topic_partitions}
+        synced = {tp.partition: tp.offset for tp in self.dst.admin().list_consumer_group_offsets(
+            [_group_request(self.group)])[self.group].result().topic_partitions if tp.topic == self.mirror}
+        synced_ahead = {p: d for p, d in synced.items() if d >= 0 and ahead(p, final.get(p, 0), d)}
+        report = {
+            "source_topic": f"{self.src.name}:{self.topic}", "target_topic": f"{self.dst.name}:{self.mirror}",
+            "exactly_once": self.exactly_once, "sent": sent, "records_checked": len(target),
+            "lost": sent - len(set(ids) & set(range(sent))), "duplicated": len(ids) - len(set(ids)),
+            "out_of_order": out_of_order, "wrong_partition": wrong_partition,
+            "offset_syncs_checked": len(syncs), "wrong_syncs": len(wrong_syncs),
+            "checkpoints_checked": len(checkpoints), "checkpoints_ahead": len(checkpoints_ahead),
+            "synced_group_offsets_checked": len(synced), "synced_group_offsets_ahead": len(synced_ahead),
+            "group_commits": self.group_commits.commits,
+        }
+        report["_examples"] = {"wrong_syncs": [str(s) for s in wrong_syncs[:3]],
+                               "checkpoints_ahead": [str(c) for c in checkpoints_ahead[:3]],
+                               "synced_ahead": synced_ahead}
+        return report
+
+
+def _group_request(group: str):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    return ConsumerGroupTopicPartitions(group)
+
+
+def assert_clean(report: dict) -> None:
+    assert report["lost"] == 0, report
+    assert report["out_of_order"] == 0 and report["wrong_partition"] == 0, report
+    assert report["offset_syncs_checked"] > 0 and report["wrong_syncs"] == 0, report
+    assert report["checkpoints_checked"] > 0 and report["checkpoints_ahead"] == 0, report
+    assert report["synced_group_offsets_checked"] > 0 and report["synced_group_offsets_ahead"] == 0, report
+    if report["exactly_once"]:
+        assert report["duplicated"] == 0, report
+
+
+class MonitorWatch:
+    """Polls the monitor's /api/status once a second on a thread; remembers what it saw."""
+
+    def __init__(self, mon: MonitorProcess):
+        self.mon = mon
+        self.polls = self.failures = 0
+        self.slowest = 0.0
+        self.seen: list[tuple[float, dict, dict]] = []  # (time, cluster -> up, flow -> status)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            try:
+                status = self.mon.status()
+                self.seen.append((started, {c["alias"]: c["up"] for c in status["clusters"]},
+                                  {f["name"]: f["status"] for f in status["flows"]}))
+            except Exception:
+                self.failures += 1
+            self.polls += 1
+            self.slowest = max(self.slowest, time.monotonic() - started)
+            self.stop_event.wait(1)
+
+    def between(self, t0: float, t1: float) -> list[tuple[dict, dict]]:
+        return [(c, f) for t, c, f in self.seen if t0 <= t <= t1]
+
+    def wait_ok(self, flows: list[str], timeout: float = 180) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.seen and self.seen[-1][0] > started and all(self.seen[-1][2].get(f) == "OK" for f in flows) \
+                    and all(self.seen[-1][1].values()):
+                return time.monotonic() - started
+            time.sleep(1)
+        raise AssertionError(f"the monitor did not show every cluster up and {flows} OK within {timeout} s: "
+                             f"{self.seen[-3:]}")
+
+
+def wait_until(predicate, timeout: float, what: str, rep: Replicator):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert rep.running(), f"replicator exited while waiting for {what}:\n{rep.log()[-4000:]}"
+        time.sleep(1)
+    raise AssertionError(f"no {what} within {timeout:.0f} s\n{rep.log()[-4000:]}")
+
+
+def caught_up(flows: list[Flow], rep: Replicator, timeout: float = 240) -> None:
+    for f in flows:
+        want = f.producer.sent
+        wait_until(lambda: f.on_target() >= want, timeout, f"catch-up of {f.mirror}", rep)
+
+
+def fault(name: str, action, cluster: BrokerCluster, node: int, flows: list[Flow], rep: Replicator,
+          watch: MonitorWatch, report: dict, restart: bool = True) -> None:
+    """Apply one broker fault while everything runs, keep it DOWN_S, undo it, wait for recovery."""
+    started = time.monotonic()
+    sent_before = {f.topic: f.producer.sent for f in flows}
+    action(node)
+    time.sleep(DOWN_S)
+    if restart:
+        cluster.restart(node)
+    restarted = time.monotonic()
+    in_sync_s = cluster.wait_in_sync([t for f in flows for t in (f.topic, f.mirror)
+                                      if (t == f.topic and f.src is cluster) or (t == f.mirror and f.dst is cluster)])
+    caught_up(flows, rep)
+    during = watch.between(started, restarted)
+    report[name] = {"cluster": cluster.name, "node": node, "down_s": round(restarted - started, 1),
+                    "replicas_in_sync_after_s": round(in_sync_s, 1),
+                    "caught_up_after_s": round(time.monotonic() - restarted, 1),
+                    "sent_before": sent_before,
+                    "monitor_polls_during": len(during),
+                    "monitor_cluster_up_during": sorted({str(c.get(cluster.name)) for c, _ in during}),
+                    "monitor_flow_status_during": sorted({s for _, fl in during for s in fl.values()})}
+    assert during, f"the monitor never answered during {name}"
+    # one broker of three down: the cluster still serves, the monitor must not call it down
+    assert all(c.get(cluster.name) is True for c, _ in during), (name, during)
+
+
+@pytest.mark.timeout(1200)
+def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_broker_clusters, tmp_path, unique,
+                                                                         artifacts_dir):
+    """Default flow primary->dr and exactly-once flow dr->primary in one replicator: each broker
+    fault hits the source of one flow and the target of the other."""
+    primary, dr = three_broker_clusters["primary"], three_broker_clusters["dr"]
+    fwd = Flow(primary, dr, f"busy-{unique}")
+    eos = Flow(dr, primary, f"eos-{unique}", exactly_once=True)
+    flows = [fwd, eos]
+    config = production_config(tmp_path / "mm2.properties", primary, dr, {
+        "primary->dr.topics": fwd.topic, "dr->primary.topics": eos.topic,
+        "dr->primary.exactly.once.support": "required"}, flows=("primary->dr", "dr->primary"))
+    report: dict = {"faults": {}}
+    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log").start()
+    mon = MonitorProcess(tmp_path / "monitor", config, "--interval", "1")
+    watch = MonitorWatch(mon)
+    try:
+        for f in flows:
+            f.start()
+        for f in flows:
+            wait_until(lambda: f.on_target() > 300, 240, f"first records on {f.mirror}", rep)
+        mon.start(timeout=60)
+        watch.thread.start()
+        watch.wait_ok(["primary->dr", "dr->primary"])
+        faults = report["faults"]
+        # 1. kill -9 the leader of most busy source partitions of primary->dr (it also leads
+        #    partitions of the exactly-once flow's target topic)
+        killed = primary.busiest_leader(fwd.topic)
+        fault("kill9_source_leader", primary.kill9, primary, killed, flows, rep, watch, faults)
+        # 2. kill -9 the leader of most busy target partitions
+        target_leader = dr.busiest_leader(fwd.mirror)
+        fault("kill9_target_leader", dr.kill9, dr, target_leader, flows, rep, watch, faults)
+        # 3. controlled shutdown of another target broker
+        other = dr.busiest_leader(fwd.mirror, avoid=(target_leader,))
+        fault("controlled_shutdown_target_broker", dr.controlled_shutdown, dr, other, flows, rep, watch, faults)
+        # 4. reassignment on the source while copying: every partition loses its leader's
+        #    replica (leadership moves), then gets it back (the replica is copied again)
+        started = time.monotonic()
+        parts = primary.partitions(fwd.topic)
+        primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] for p, m in parts.items()})
+        primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] + [m.leader]
+                                     for p, m in parts.items()})
+        moved = {p: m.leader for p, m in primary.partitions(fwd.topic).items()}
+        caught_up(flows, rep)
+        faults["source_reassignment"] = {"cluster": "primary", "reassign_s": round(time.monotonic() - started, 1),
+                                         "leaders_before": {p: m.leader for p, m in parts.items()},
+                                         "leaders_after": moved}
+        assert all(moved[p] != parts[p].leader for p in parts), "the reassignment moved no leadership"
+        watch.wait_ok(["primary->dr", "dr->primary"])
+        for f in flows:
+            report[f"flow {f.src.name}->{f.dst.name}"] = r = f.verify()
+            print(f"flow {f.src.name}->{f.dst.name}:", json.dumps(r))
+        report["monitor"] = {"polls": watch.polls, "failed_polls": watch.failures,
+                             "slowest_answer_s": round(watch.slowest, 2)}
+        (artifacts_dir / "multibroker-faults.json").write_text(json.dumps(report, indent=2, default=str))
+        for f in flows:
+            assert_clean(report[f"flow {f.src.name}->{f.dst.name}"])
+        assert watch.failures == 0, report["monitor"]
+        assert "Traceback" not in rep.log(), rep.log()[-4000:]
+        assert rep.terminate() == 0
+    finally:
+        watch.stop_event.set()
+        for f in flows:
+            f.stop()
+        mon.stop()
+        if rep.running():
+            rep.kill9()
+        for c in (primary, dr):
+            for n in c.nodes:
+                if not n.is_running():
+                    n.start(timeout=120)
+
+
+def isr_lines(rep: Replicator) -> list[str]:
+    return [l for l in rep.log().splitlines() if "min.insync.replicas" in l and "waiting" in l]
+
+
+@pytest.mark.timeout(1200)
+def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, tmp_path, unique, artifacts_dir):
+    """``dr.producer.enable.idempotence = false``: a target leader killed keeps every partition in
+    order. Then the mirror topic needs 3 in-sync replicas and one target broker goes down: the
+    replicator waits, says for which cluster, topic and partitions, and resumes by itself."""
+    primary, dr = three_broker_clusters["primary"], three_broker_clusters["dr"]
+    flow = Flow(primary, dr, f"noidem-{unique}")
+    config = production_config(tmp_path / "mm2.properties", primary, dr, {
+        "primary->dr.topics": flow.topic, "dr.producer.enable.idempotence": "false"})
+    report: dict = {"faults": {}}
+    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log").start()
+    mon = MonitorProcess(tmp_path / "monitor", config, "--interval", "1")
+    watch = MonitorWatch(mon)
+    try:
+        flow.start()
+        wait_until(lambda: flow.on_target() > 300, 240, f"first records on {flow.mirror}", rep)
+        mon.start(timeout=60)
+        watch.thread.start()
+        watch.wait_ok(["primary->dr"])
+        leader = dr.busiest_leader(flow.mirror)
+        fault("kill9_target_leader_idempotence_off", dr.kill9, dr, leader, [flow], rep, watch, report["faults"])
+
+        # ISR below min.insync.replicas on the target
+        admin = dr.admin()
+        res = ConfigResource(ConfigResource.Type.TOPIC, flow.mirror, incremental_configs=[
+            ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(30)
+        down = dr.busiest_leader(flow.mirror, avoid=(leader,))
+        started = time.monotonic()
+        dr.kill9(down)
+        before = flow.on_target()
+        deadline = time.monotonic() + 120
+        while not isr_lines(rep) and time.monotonic() < deadline:
+            assert rep.running(), rep.log()[-4000:]
+            time.sleep(1)
+        waited_s = time.monotonic() - started
+        stuck = flow.on_target()
+        dr.restart(down)
+        restarted = time.monotonic()
+        caught_up([flow], rep)
+        lines = isr_lines(rep)
+        during = watch.between(started, restarted)
+        report["faults"]["isr_below_min_insync_target"] = {
+            "cluster": "dr", "node": down, "down_s": round(restarted - started, 1),
+            "on_target_at_kill": before, "on_target_before_restart": stuck,
+            "caught_up_after_s": round(time.monotonic() - restarted, 1),
+            "replicator_lines": [l.split(": ", 1)[-1][:400] for l in lines[:2]],
+            "monitor_flow_status_during": sorted({s for _, fl in during for s in fl.values()})}
+        for f in admin.incremental_alter_configs([ConfigResource(
+                ConfigResource.Type.TOPIC, flow.mirror, incremental_configs=[ConfigEntry(
+                    "min.insync.replicas", "", incremental_operation=AlterConfigOpType.DELETE)])]).values():
+            f.result(30)
+        watch.wait_ok(["primary->dr"])
+        report["flow primary->dr"] = r = flow.verify()
+        report["monitor"] = {"polls": watch.polls, "failed_polls": watch.failures,
+                             "slowest_answer_s": round(watch.slowest, 2)}
+        print("idempotence off + ISR:", json.dumps(report, indent=1, default=str))
+        (artifacts_dir / "multibroker-isr.json").write_text(json.dumps(report, indent=2, default=str))
+        assert lines, f"the replicator never said it waits for in-sync replicas (waited {waited_s:.0f} s):\n" \
+                      f"{rep.log()[-4000:]}"
+        line = lines[0]
+        assert "cluster dr" in line and f"topic {flow.mirror}" in line and "partition" in line, line
+        assert_clean(r)
+        assert watch.failures == 0, report["monitor"]
+        assert rep.terminate() == 0
+    finally:
+        watch.stop_event.set()
+        flow.stop()
+        mon.stop()
+        if rep.running():
+            rep.kill9()
+        for n in dr.nodes:
+            if not n.is_running():
+                n.start(timeout=120)
