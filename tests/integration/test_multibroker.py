@@ -65,7 +65,7 @@ def production_config(path, primary: BrokerCluster, dr: BrokerCluster, extra: di
 class Producing(threading.Thread):
     """Writes ids 0, 1, 2, ... to ``topic`` (id n to partition n % PARTITIONS), ~``rate``/s, until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float = 150.0):
+    def __init__(self, bootstrap: str, topic: str, rate: float = 100.0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
         self.stop_event = threading.Event()

@@ -51,6 +51,7 @@ class BrokerCluster:
 
     name: str
     nodes: list[KafkaCluster]
+    _admin: AdminClient | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -60,7 +61,11 @@ class BrokerCluster:
         return self.nodes[node_id - 1]
 
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        """One client for the cluster's life (a call's futures need their client alive); it knows
+        all three brokers, so any one of them down does not matter."""
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return self._admin
 
     def live_bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes if n.is_running())
