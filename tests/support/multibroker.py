@@ -4,8 +4,8 @@ Each cluster is three JVMs, every one broker and controller at once (a three-vot
 quorum survives the loss of any one node), shaped like production: replication
 factor 3 and ``min.insync.replicas=2`` for every topic, internal ones included.
 Heaps are small (256 MB) so that two such clusters and Spark fit on a 2-core
-machine; broker sessions are short so that a killed broker is fenced, and its
-partitions get new leaders, within seconds instead of the default 9-18 s.
+machine. Broker sessions keep Kafka's defaults (a killed broker is fenced after
+9 s): shorter ones fenced live brokers of a loaded machine.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ PRODUCTION_SHAPE = {
     "transaction.state.log.min.isr": "2",
     "share.coordinator.state.topic.replication.factor": "3",
     "share.coordinator.state.topic.min.isr": "2",
-    "broker.heartbeat.interval.ms": "1000",
-    "broker.session.timeout.ms": "6000",
     "replica.lag.time.max.ms": "10000",
     # a restarted broker takes its preferred leaderships back soon: one more leader move per fault
     "leader.imbalance.check.interval.seconds": "15",
@@ -96,9 +94,9 @@ class BrokerCluster:
         self.node(node_id).stop(timeout=60)
 
     def restart(self, node_id: int) -> None:
-        self.node(node_id).start(timeout=120)
+        self.node(node_id).start(timeout=300)  # a loaded 2-core machine took 100 s after a kill -9
 
-    def wait_in_sync(self, topics: list[str], timeout: float = 120.0) -> float:
+    def wait_in_sync(self, topics: list[str], timeout: float = 300.0) -> float:
         """Wait until every partition of ``topics`` has all three replicas in sync; returns seconds."""
         started = time.monotonic()
         deadline = started + timeout
