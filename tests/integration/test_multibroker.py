@@ -395,9 +395,10 @@ def fault(name: str, action, cluster: BrokerCluster, node: int, flows: list[Flow
                     "monitor_polls_during": len(during),
                     "monitor_cluster_up_during": sorted({str(c.get(cluster.name)) for c, _ in during}),
                     "monitor_flow_status_during": sorted({s for _, fl in during for s in fl.values()})}
-    assert during, f"the monitor never answered during {name}"
     # one broker of three down: the cluster still serves, the monitor must not call it down
-    assert all(c.get(cluster.name) is True for c, _ in during), (name, during)
+    # (asserted at the end of the test, after the records are counted)
+    if not during or not all(c.get(cluster.name) is True for c, _ in during):
+        report.setdefault("_monitor_wrong", []).append(name)
 
 
 @pytest.mark.timeout(1200)
@@ -460,9 +461,11 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
         for f in flows:
             assert_clean(report[f"flow {f.src.name}->{f.dst.name}"])
         assert watch.failures == 0, report["monitor"]
+        assert not faults.get("_monitor_wrong"), {k: faults[k] for k in faults["_monitor_wrong"]}
         assert "Traceback" not in rep.log(), rep.log()[-4000:]
         assert rep.terminate() == 0
     finally:
+        keep_logs(tmp_path, artifacts_dir / "multibroker-leader-kills")
         watch.stop_event.set()
         for f in flows:
             f.stop()
@@ -473,6 +476,15 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
             for n in c.nodes:
                 if not n.is_running():
                     n.start(timeout=120)
+
+
+def keep_logs(tmp_path, to) -> None:
+    """The replicator's and monitor's logs, kept where CI collects artifacts (pytest's own tmp dirs rotate)."""
+    import shutil
+
+    to.mkdir(parents=True, exist_ok=True)
+    for log in (*tmp_path.glob("*.log"), *tmp_path.glob("monitor/*.log")):
+        shutil.copy(log, to / log.name)
 
 
 def isr_lines(rep: Replicator) -> list[str]:
@@ -546,8 +558,11 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
         assert "cluster dr" in line and f"topic {flow.mirror}" in line and "partition" in line, line
         assert_clean(r)
         assert watch.failures == 0, report["monitor"]
+        wrong = report["faults"].get("_monitor_wrong")
+        assert not wrong, {k: report["faults"][k] for k in wrong}
         assert rep.terminate() == 0
     finally:
+        keep_logs(tmp_path, artifacts_dir / "multibroker-isr")
         watch.stop_event.set()
         flow.stop()
         mon.stop()
