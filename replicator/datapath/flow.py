@@ -30,6 +30,7 @@ from replicator.control.clients import admin, client_conf, producer
 from replicator.control.offsetsyncs_reader import offset_syncs_location, spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
+from replicator.datapath.isr import short_of_replicas
 from replicator.datapath.progress import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from replicator.errors import ClusterError, SparkmirrorError
@@ -339,7 +340,7 @@ class FlowReplicator:
             self.query = None
             self.failure = msg
             self._restart_at = time.monotonic() + self._restart_delay
-            down = self._unreachable_clusters()
+            down = self._unreachable_clusters() or self._short_of_replicas()
             log.warning("flow %s: the streaming query failed: %s;%s the failed batch was not committed, restarting "
                         "from the checkpoint in %.0f s", self.name, msg,
                         f" waiting: {', '.join(down)};" if down else "", self._restart_delay)
@@ -354,10 +355,16 @@ class FlowReplicator:
                 down.append(f"cluster {alias} unreachable ({first})")
         return down
 
+    def _short_of_replicas(self) -> list[str]:
+        """Mirror topic partitions on the target that refuse acks=all writes (too few in-sync replicas)."""
+        with self._lock:
+            mirrors = [self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment]
+        return short_of_replicas(self.target_admin, self.flow.target, mirrors)
+
     def _report_slow_batch(self, batch_id: int, started: float) -> None:
         """Say what a long batch waits for: the writer keeps retrying, the reader keeps fetching."""
-        down = self._unreachable_clusters()
-        what = ", ".join(down) if down else f"clusters {self.flow.source} and {self.flow.target} answer; the batch is slow"
+        down = self._unreachable_clusters() or self._short_of_replicas()
+        what = "; ".join(down) if down else f"clusters {self.flow.source} and {self.flow.target} answer; the batch is slow"
         (log.warning if down else log.info)("flow %s: batch %d running for %.0f s, waiting: %s; its records are retried until delivered or "
                     "the batch fails and is replayed (nothing is skipped)", self.name, batch_id,
                     time.monotonic() - started, what)
