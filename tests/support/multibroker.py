@@ -164,7 +164,7 @@ def start_all(clusters: list[BrokerCluster]) -> None:
 
     def start(n: KafkaCluster) -> None:
         try:
-            n.start(timeout=180)
+            n.start(timeout=600)  # six JVMs at once on a loaded 2-core machine took over 3 min
         except BaseException as exc:  # reported below
             errors.append(exc)
 
