@@ -16,7 +16,10 @@ accounted for, flow by flow:
 - checkpoints ahead: a checkpoint or a synced group offset on the target past a
   record the group had not consumed on the source (a failover would skip it).
 
-The counts go to test-artifacts/multibroker-faults.json.
+The counts go to test-artifacts/multibroker-faults.json and multibroker-isr.json.
+
+Deselected from the default run (pyproject addopts); run it with
+``pytest -m multibroker tests/integration/test_multibroker.py``.
 """
 
 from __future__ import annotations
