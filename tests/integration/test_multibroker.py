@@ -406,7 +406,7 @@ def fault(name: str, action, cluster: BrokerCluster, node: int, flows: list[Flow
         report.setdefault("_monitor_wrong", []).append(name)
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(2400)
 def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_broker_clusters, tmp_path, unique,
                                                                          artifacts_dir):
     """Default flow primary->dr and exactly-once flow dr->primary in one replicator: each broker
@@ -427,7 +427,7 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
         for f in flows:
             f.start()
         for f in flows:
-            wait_until(lambda: f.on_target() > 300, 240, f"first records on {f.mirror}", rep)
+            wait_until(lambda: f.on_target() > 300, 600, f"first records on {f.mirror}", rep)
         mon.start(timeout=60)
         watch.thread.start()
         watch.wait_ok(["primary->dr", "dr->primary"])
@@ -504,7 +504,7 @@ def isr_lines(rep: Replicator) -> list[str]:
     return [l for l in rep.log().splitlines() if "min.insync.replicas" in l and "waiting" in l]
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(2400)
 def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, tmp_path, unique, artifacts_dir):
     """``dr.producer.enable.idempotence = false``: a target leader killed keeps every partition in
     order. Then the mirror topic needs 3 in-sync replicas and one target broker goes down: the
@@ -520,7 +520,7 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
     watch = MonitorWatch(mon)
     try:
         flow.start()
-        wait_until(lambda: flow.on_target() > 300, 240, f"first records on {flow.mirror}", rep)
+        wait_until(lambda: flow.on_target() > 300, 600, f"first records on {flow.mirror}", rep)
         mon.start(timeout=60)
         watch.thread.start()
         watch.wait_ok(["primary->dr"])
