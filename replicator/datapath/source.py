@@ -33,6 +33,7 @@ import os
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 
 import pyarrow as pa
@@ -265,12 +266,29 @@ def _capped(start: dict, latest: dict, cap: int) -> dict:
 
 # -- the executor's side ------------------------------------------------------------------
 
+class _Range:
+    """One partition's range in a task: where the copy is, where it ends, where it goes."""
+
+    __slots__ = ("topic", "partition", "position", "end", "target", "deliver")
+
+    def __init__(self, topic: str, partition: int, start: int, end: int, target: str, deliver) -> None:
+        self.topic, self.partition, self.position, self.end = topic, partition, start, end
+        self.target, self.deliver = target, deliver
+
+
 def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                   resets: dict[tuple[str, int], int] | None = None):
     """Copy source records ``[start, end)`` of each partition; yield where they landed (runs).
 
     ``resets``: partitions copied again from their start, with the offset reached before
-    (reported back to the driver, which logs them)."""
+    (reported back to the driver, which logs them).
+
+    The loop runs once per record, so it is kept to what a record needs: its partition's
+    state in one dict lookup, one positional ``produce`` (confluent-kafka parses keyword
+    arguments per call, which cost as much as the produce itself for 100-byte records), and
+    a delivery callback that is a ``partial`` of the partition's ``deliver`` and the
+    record's own offset, timestamp and size (``_PartitionPlacements``).
+    """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     wspec = spec.writer
@@ -280,9 +298,7 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
     placements = _Placements()
     losses: list[tuple[str, int, int, int]] = []  # (topic, partition, first lost offset, count)
     restarted: list[tuple[str, int, int, int]] = []  # (topic, partition, earliest offset, offset reached before)
-    position: dict[tuple[str, int], int] = {}
-    end: dict[tuple[str, int], int] = {}
-    targets: dict[tuple[str, int], str] = {}
+    states: dict[tuple[str, int], _Range] = {}
     for topic, partition, start, stop in ranges:
         target = topic_map.get(topic)
         if target is None:
@@ -292,12 +308,11 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
             start = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[0]
         if resets and (topic, partition) in resets:
             restarted.append((topic, partition, start, resets[(topic, partition)]))
-        position[(topic, partition)] = start
-        end[(topic, partition)] = stop
-        targets[(topic, partition)] = target
-    open_ = {tp for tp in position if position[tp] < end[tp]}
-    consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in sorted(open_)])
-    callback = placements.callback
+        states[(topic, partition)] = _Range(topic, partition, start, stop, target,
+                                            placements.partition(topic, partition).deliver)
+    # the partitions still to copy; a finished one leaves, so its prefetched records are skipped
+    open_ = {tp: st for tp, st in states.items() if st.position < st.end}
+    consumer.assign([TopicPartition(t, p, open_[(t, p)].position) for t, p in sorted(open_)])
     produce = producer.produce
     last_progress = time.monotonic()
     try:
@@ -305,72 +320,73 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
             # Ask for exactly what is left: consume() returns as soon as that many arrived,
             # instead of waiting out its timeout for a full batch (that cost 0.5 s per task
             # and batch). Ranges with gaps (compaction, transaction markers) end on EOF.
-            left = sum(end[tp] - position[tp] for tp in open_)
+            left = sum(st.end - st.position for st in open_.values())
             msgs = consumer.consume(min(CONSUME_BATCH, left), 0.1)
             if not msgs:
                 if time.monotonic() - last_progress > READ_TIMEOUT_S:
                     t, p = min(open_)
+                    st = open_[(t, p)]
                     raise RuntimeError(f"{ERROR_MARKER}: no record of source cluster {wspec.source_alias} topic {t} "
-                                       f"partition {p} read for {READ_TIMEOUT_S:.0f} s at offset {position[(t, p)]} "
-                                       f"(range ends at {end[(t, p)]}); the task will be retried")
+                                       f"partition {p} read for {READ_TIMEOUT_S:.0f} s at offset {st.position} "
+                                       f"(range ends at {st.end}); the task will be retried")
                 continue
             last_progress = time.monotonic()
             placements.now_ms = int(time.time() * 1000)
             n = 0
             reassign = False
             for m in msgs:
-                tp = (m.topic(), m.partition())
-                if tp not in open_:
+                st = open_.get((m.topic(), m.partition()))
+                if st is None:
                     continue  # prefetched past its range, or an event of a finished partition
                 err = m.error()
                 if err is not None:
                     code = err.code()
+                    tp = (st.topic, st.partition)
                     if code == KafkaError._PARTITION_EOF:
-                        position[tp] = max(position[tp], m.offset())
+                        st.position = max(st.position, m.offset())
                     elif code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
                         low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=30)
-                        if low > position[tp]:
-                            losses.append((tp[0], tp[1], position[tp], min(low, end[tp]) - position[tp]))
-                            position[tp] = low
+                        if low > st.position:
+                            losses.append((tp[0], tp[1], st.position, min(low, st.end) - st.position))
+                            st.position = low
                         reassign = True
                     else:
                         raise RuntimeError(f"{ERROR_MARKER}: reading source cluster {wspec.source_alias} topic "
-                                           f"{tp[0]} partition {tp[1]} at offset {position[tp]}: {err.str()}")
-                    if position[tp] >= end[tp]:
-                        open_.discard(tp)
+                                           f"{tp[0]} partition {tp[1]} at offset {st.position}: {err.str()}")
+                    if st.position >= st.end:
+                        del open_[tp]
                     if reassign:
                         break
                     continue
                 off = m.offset()
-                if off >= end[tp]:
-                    position[tp] = end[tp]
-                    open_.discard(tp)
+                if off >= st.end:
+                    st.position = st.end
+                    del open_[(st.topic, st.partition)]
                     continue
-                position[tp] = off + 1
-                topic, partition = tp
-                target = targets[tp]
-                key, value = m.key(), m.value()
+                st.position = off + 1
+                key = m.key()
+                value = m.value()
                 size = (len(key) if key else 0) + (len(value) if value else 0)
                 ts = m.timestamp()[1]
-                on_delivery = callback((topic, partition, off, ts, size))
+                on_delivery = partial(st.deliver, off, ts, size)
                 headers = m.headers()
                 try:
-                    produce(target, value=value, key=key, partition=partition, on_delivery=on_delivery,
-                            timestamp=ts, headers=headers)
+                    # positional: topic, value, key, partition, on_delivery, callback, timestamp, headers
+                    produce(st.target, value, key, st.partition, on_delivery, None, ts, headers)
                 except (BufferError, KafkaException) as first:
                     try:
-                        produce_after(first, producer, target, value=value, key=key, partition=partition,
+                        produce_after(first, producer, st.target, value=value, key=key, partition=st.partition,
                                       on_delivery=on_delivery, timestamp=ts, headers=headers)
                     except KafkaException as exc:
-                        _raise_produce_error(exc, wspec, topic, partition, off, target, size)
-                if position[tp] >= end[tp]:
-                    open_.discard(tp)
+                        _raise_produce_error(exc, wspec, st.topic, st.partition, off, st.target, size)
+                if off + 1 >= st.end:
+                    del open_[(st.topic, st.partition)]
                 n += 1
                 if n % POLL_EVERY == 0:
                     producer.poll(0)
             producer.poll(0)
             if reassign and open_:
-                consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in sorted(open_)])
+                consumer.assign([TopicPartition(t, p, st.position) for (t, p), st in sorted(open_.items())])
     finally:
         consumer.unassign()
     # Wait for every report (also those of a failed request, to name its culprit).

@@ -125,57 +125,111 @@ class _Run:
         self.min_ts = None
 
 
+_NO_TS = 1 << 62  # above any millisecond timestamp: "no record yet" for a running minimum
+
+
+class _PartitionPlacements:
+    """The delivery reports of one source partition's records, folded into runs.
+
+    ``deliver(upstream, ts, size, err, msg)`` is the ``on_delivery`` of one record (bound
+    to it with ``functools.partial``): the record's own upstream offset comes with its own
+    report, so reports arriving out of produce order still pair correctly (they merely
+    split runs). Per report only the run's next expected (upstream, downstream) pair and
+    three sums are updated; a run's record count follows from where it ended.
+    """
+
+    __slots__ = ("owner", "topic", "partition", "run", "u_next", "d_next", "bytes", "max_latency", "min_ts",
+                 "deliver")
+
+    def __init__(self, owner: "_Placements", topic: str, partition: int) -> None:
+        self.owner, self.topic, self.partition = owner, topic, partition
+        self.run: _Run | None = None
+        self.u_next = self.d_next = -1  # no record yet: the first report starts a run
+        self.bytes = self.max_latency = 0
+        self.min_ts = _NO_TS
+        self.deliver = self._deliver  # bound once, not per record
+
+    def _deliver(self, upstream: int, ts: int, size: int, err, msg) -> None:
+        if err is not None:
+            self.owner.rejected(err, msg, self.topic, self.partition, upstream, size)
+            return
+        downstream = msg.offset()
+        if upstream != self.u_next or downstream != self.d_next:
+            self._new_run(upstream, downstream)
+        self.u_next = upstream + 1
+        self.d_next = downstream + 1
+        self.bytes += size
+        if ts < self.min_ts:
+            self.min_ts = ts
+        latency = self.owner.now_ms - ts
+        if latency > self.max_latency:
+            self.max_latency = latency
+
+    def _new_run(self, upstream: int, downstream: int) -> None:
+        self.close()
+        self.run = _Run(self.topic, self.partition, upstream, downstream)
+        self.owner.all_runs.append(self.run)
+
+    def close(self) -> None:
+        """Write the running sums into the current run (which stays open for more reports)."""
+        run = self.run
+        if run is None:
+            return
+        run.n = self.u_next - run.u0
+        run.bytes += self.bytes
+        run.max_latency = max(run.max_latency, self.max_latency)
+        if self.min_ts != _NO_TS:
+            run.min_ts = self.min_ts if run.min_ts is None else min(run.min_ts, self.min_ts)
+        self.bytes = self.max_latency = 0
+        self.min_ts = _NO_TS
+
+
 class _Placements:
     """Turns delivery reports into runs and remembers the first error.
 
     ``callback(record)`` is the ``on_delivery`` of one produced record, ``record`` being
-    (source topic, partition, upstream offset, timestamp, size): each report names its
-    own record, so reports arriving out of produce order still pair correctly (they
-    merely split runs).
+    (source topic, partition, upstream offset, timestamp, size); ``partition(topic, p)``
+    gives the copy loops a partition's ``deliver`` to bind per record directly. Each report
+    names its own record, so reports arriving out of produce order still pair correctly.
     """
 
     def __init__(self) -> None:
-        self.runs: list[_Run] = []
-        self.current: dict[tuple[str, int], _Run] = {}
+        self.partitions: dict[tuple[str, int], _PartitionPlacements] = {}
+        self.all_runs: list[_Run] = []
         self.error: str | None = None
         self.failed: tuple | None = None
-        self.delivered = 0
         # Ack time for latency, refreshed before every poll instead of read per record:
         # delivery reports are only ever handed over inside poll/flush.
         self.now_ms = int(time.time() * 1000)
 
-    def callback(self, record: tuple):
-        return partial(self.on_delivery, record)
+    @property
+    def runs(self) -> list[_Run]:
+        """Every run so far, in the order they started, with all reports served until now."""
+        for part in self.partitions.values():
+            part.close()
+        return self.all_runs
 
-    def on_delivery(self, record: tuple, err, msg) -> None:
+    def partition(self, topic: str, partition: int) -> _PartitionPlacements:
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            part = self.partitions[(topic, partition)] = _PartitionPlacements(self, topic, partition)
+        return part
+
+    def callback(self, record: tuple):
         src_topic, src_partition, upstream, ts, size = record
-        if err is not None:
-            # A rejected produce request fails every record batched with the culprit;
-            # for a size rejection, name the largest of them: that is the one to fix.
-            culprit = self.failed
-            if culprit is None or (err.code() == _MSG_SIZE_TOO_LARGE and size > culprit[3]):
-                self.failed = (err, src_topic, src_partition, size, upstream, msg.topic(), msg.partition())
-                self.error = (
-                    f"{ERROR_MARKER}: the target rejected a record: {err.str()} "
-                    f"(source topic {src_topic} partition {src_partition} offset {upstream} -> "
-                    f"target topic {msg.topic()} partition {msg.partition()}, {size} bytes)"
-                )
-            return
-        downstream = msg.offset()
-        key = (msg.topic(), msg.partition())
-        run = self.current.get(key)
-        if run is None or upstream != run.u0 + run.n or downstream != run.d0 + run.n:
-            run = _Run(src_topic, src_partition, upstream, downstream)
-            self.current[key] = run
-            self.runs.append(run)
-        run.n += 1
-        run.bytes += size
-        latency = self.now_ms - ts
-        if latency > run.max_latency:
-            run.max_latency = latency
-        if run.min_ts is None or ts < run.min_ts:
-            run.min_ts = ts
-        self.delivered += 1
+        return partial(self.partition(src_topic, src_partition).deliver, upstream, ts, size)
+
+    def rejected(self, err, msg, src_topic: str, src_partition: int, upstream: int, size: int) -> None:
+        # A rejected produce request fails every record batched with the culprit;
+        # for a size rejection, name the largest of them: that is the one to fix.
+        culprit = self.failed
+        if culprit is None or (err.code() == _MSG_SIZE_TOO_LARGE and size > culprit[3]):
+            self.failed = (err, src_topic, src_partition, size, upstream, msg.topic(), msg.partition())
+            self.error = (
+                f"{ERROR_MARKER}: the target rejected a record: {err.str()} "
+                f"(source topic {src_topic} partition {src_partition} offset {upstream} -> "
+                f"target topic {msg.topic()} partition {msg.partition()}, {size} bytes)"
+            )
 
 
 def produce_after(exc, producer, target: str, **record) -> None:
@@ -260,8 +314,9 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             size = (len(key) if key else 0) + (len(value) if value else 0)
             on_delivery = callback((src_topic, partition, offsets[i], ts, size))
             try:
-                producer.produce(target, value=value, key=key, partition=partition, timestamp=ts,
-                                 headers=hdr_list, on_delivery=on_delivery)
+                # positional (topic, value, key, partition, on_delivery, callback, timestamp, headers):
+                # confluent-kafka's keyword parsing costs about as much as a small record's produce
+                producer.produce(target, value, key, partition, on_delivery, None, ts, hdr_list)
             except (BufferError, KafkaException) as first:
                 try:
                     produce_after(first, producer, target, value=value, key=key, partition=partition,

@@ -43,8 +43,10 @@ class RetriedRequestLandsLast:
         self.pending: list[tuple] = []
         self.log: dict[tuple[str, int], list[bytes]] = {}
 
-    def produce(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None, on_delivery=None):
-        self.pending.append((topic, partition, value, on_delivery))
+    # confluent-kafka's signature and argument order (the direct source passes them by position)
+    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, callback=None, timestamp=0,
+                headers=None):
+        self.pending.append((topic, partition, value, on_delivery or callback))
 
     def poll(self, timeout=0.0):
         if not timeout:  # the writer's poll(0) inside its loop: requests still in flight
@@ -90,6 +92,78 @@ def test_reports_out_of_produce_order_pair_each_record_with_its_own_offset(monke
     assert sorted(pairs) == upstream
     for u, d in pairs.items():
         assert landed[d] == b"v%d" % u, f"upstream {u} paired with downstream {d}, which holds {landed[d]!r}"
+
+
+class _Record:
+    """A consumed source record, as confluent-kafka's Message shows it."""
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._t, self._p, self._o = topic, partition, offset
+
+    def topic(self):
+        return self._t
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def error(self):
+        return None
+
+    def key(self):
+        return None
+
+    def value(self):
+        return b"v%d" % self._o
+
+    def timestamp(self):
+        return (1, 1_700_000_000_000 + self._o)
+
+    def headers(self):
+        return None
+
+
+class _SourcePartitions:
+    """A consumer of the assigned partitions' records from their assigned offsets, all at once."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.assigned = []
+
+    def assign(self, tps):
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in tps]
+
+    def unassign(self):
+        self.assigned = []
+
+    def consume(self, num_messages=1, timeout=-1):
+        out = [_Record(t, p, o) for t, p, start in self.assigned for o in range(start, self.end)]
+        self.assigned = []
+        return out[:num_messages]
+
+
+def test_direct_source_pairs_each_record_with_its_own_report_when_reports_arrive_out_of_order(monkeypatch):
+    from replicator.datapath import source
+
+    wspec = WriterSpec("primary", "dr", (("test.target", "reordering-direct"),), (("orders", "primary.orders"),))
+    spec = source.SourceSpec(wspec, (("test.source", "direct"),), (("orders", 2),), ())
+    target = RetriedRequestLandsLast(request=3)
+    monkeypatch.setitem(writer._PRODUCERS, wspec.producer_config, target)
+    monkeypatch.setitem(source._CONSUMERS, spec.consumer_config, _SourcePartitions(end=110))
+    (rows,) = source.mirror_ranges(spec, [("orders", 0, 100, 110), ("orders", 1, 104, 110)])
+    for partition, upstream in ((0, range(100, 110)), (1, range(104, 110))):
+        landed = target.log[("primary.orders", partition)]
+        pairs = {}
+        for r in rows.to_pylist():
+            if r["partition"] == partition:
+                for i in range(r["records"]):
+                    pairs[r["upstream_start"] + i] = r["downstream_start"] + i
+        assert sorted(pairs) == list(upstream)
+        for u, d in pairs.items():
+            assert landed[d] == b"v%d" % u, f"upstream {u} paired with downstream {d}, which holds {landed[d]!r}"
+    assert target.log[("primary.orders", 0)][:3] == [b"v103", b"v104", b"v105"]  # reordered on the target
 
 
 def test_idempotence_off_keeps_one_request_in_flight_whatever_the_user_set():
