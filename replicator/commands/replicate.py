@@ -31,6 +31,12 @@ def register(sub) -> None:
                         "with confluent-kafka, record bytes never enter the JVM; 'kafka' — Spark's "
                         "spark-sql-kafka-0-10 source feeds the writer through Arrow (slower; see BENCHMARKS.md); "
                         "exactly-once flows always use 'kafka' (default: %(default)s)")
+    p.add_argument("--data-path", choices=("auto", "real-time", "micro-batch"), default="auto",
+                   help="'real-time' — Spark's real-time mode: one long-lived task per partition copies each "
+                        "record as it arrives (sub-second latency); 'micro-batch' — batches planned every trigger; "
+                        "'auto' (default) — real-time unless the flow is exactly-once, --source kafka or "
+                        "--max-records-per-batch is given, or the writer cannot be built (no javac); the log says "
+                        "which path each flow takes and why")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
@@ -61,7 +67,7 @@ def _run(args) -> int:
     return ReplicatorJob(config, args.checkpoint_dir, master=args.master,
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
                          metrics_listen=listen, spark_conf=spark_conf,
-                         source_mode=args.source_mode).run()
+                         source_mode=args.source_mode, data_path=args.data_path).run()
 
 
 def _spark_conf(items: list[str]) -> dict[str, str]:

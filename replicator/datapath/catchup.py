@@ -159,7 +159,7 @@ def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -
     tracker = CatchUpTracker()
     logged_at = 0.0
     while not stop.wait(interval):
-        committed = committed_offsets(fr.query)
+        committed = fr.copied_offsets() if hasattr(fr, "copied_offsets") else committed_offsets(fr.query)
         if committed is None or not fr.assignment:
             continue
         try:

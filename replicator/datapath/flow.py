@@ -29,6 +29,7 @@ from pathlib import Path
 from replicator.control.clients import admin, client_conf, producer
 from replicator.control.offsetsyncs_reader import offset_syncs_location, spark_starting_offsets
 from replicator.control.topics import TopicSync, ensure_internal_topic
+from replicator.datapath import realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.isr import short_of_replicas
 from replicator.datapath.progress import metrics
@@ -69,6 +70,14 @@ def summarize_spark_error(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def _progress_batch(query) -> int | None:
+    try:
+        progress = query.lastProgress
+    except Exception:
+        return None
+    return progress.get("batchId") if progress else None
+
+
 @dataclass
 class FlowStats:
     batches: int = 0
@@ -80,12 +89,21 @@ class FlowStats:
     last_batch_at: float | None = None
     started_at: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)
+    rt_seen: tuple = (0, 0, 0)  # the real-time writers' totals (records, bytes, syncs) last folded in
+    rt_window: list = field(default_factory=lambda: [0, 0, 0, 0])  # since the last real-time batch boundary
 
 
 class FlowReplicator:
     def __init__(self, config, flow, spark, checkpoint_root: Path, max_records_per_batch: int | None = None,
-                 source_mode: str = "direct"):
+                 source_mode: str = "direct", data_path: str = "auto"):
         self.config = config
+        self.data_path = data_path  # --data-path: auto, real-time or micro-batch
+        #: The path the query runs on (realtime.Choice), decided by choose_path before it starts.
+        self.path = realtime.Choice(realtime.MICRO_BATCH, "not decided")
+        self.copy_tasks: int | None = None  # direct source tasks per batch (default: Spark's parallelism)
+        self._counters: realtime.Counters | None = None
+        self._handover_start: dict | None = None
+        self._last_rt_batch: int | None = None
         self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
@@ -124,6 +142,32 @@ class FlowReplicator:
     @property
     def name(self) -> str:
         return f"{self.flow.source}->{self.flow.target}"
+
+    @property
+    def partitions(self) -> int:
+        return sum(self.assignment.values())
+
+    @property
+    def realtime(self) -> bool:
+        return self.path.path == realtime.REAL_TIME
+
+    def choose_path(self, writer_unavailable: str | None, slots_free: int | None = None) -> realtime.Choice:
+        """Decide (again) which data path the query runs on; ``slots_free``: real-time task slots
+        left for this flow (None: not limited here)."""
+        choice = realtime.choose_path(self.data_path, exactly_once=self.flow.exactly_once,
+                                      source_mode=self.source_mode, capped=bool(self.max_records_per_batch),
+                                      partitions=self.partitions, writer_unavailable=writer_unavailable)
+        if choice.path == realtime.REAL_TIME and slots_free is not None and self.partitions > slots_free:
+            choice = realtime.Choice(realtime.MICRO_BATCH, f"{self.partitions} partitions need as many task slots "
+                                     f"and {slots_free} are free (raise the master's slots, e.g. local[N])")
+        if self.data_path == realtime.REAL_TIME and choice.path != realtime.REAL_TIME:
+            raise SparkmirrorError(f"flow {self.name} cannot run on the real-time path: {choice.reason}",
+                                   hint="use --data-path auto (the default) to fall back to micro-batches")
+        if choice.path != self.path.path:
+            (log.info if choice.path == realtime.REAL_TIME or self.data_path == realtime.MICRO_BATCH
+             else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
+        self.path = choice
+        return choice
 
     # -- topics ---------------------------------------------------------------------
     def refresh_topics(self) -> bool:
@@ -194,6 +238,11 @@ class FlowReplicator:
         if not self.assignment:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return
+        path = self.path.path
+        self._handover_start = realtime.prepare_checkpoint(self.checkpoint_dir, path, self.name)
+        if path == realtime.REAL_TIME:
+            self._start_realtime_query()
+            return
         spec = self._writer_spec()
         if self.source_mode == "direct" and not self.flow.exactly_once:  # eos_writer needs Spark's Kafka source
             df = self._direct_source(spec)
@@ -217,13 +266,48 @@ class FlowReplicator:
                      self.name, self.flow.exactly_once_reason(), progress_group(self.flow.source, self.flow.target),
                      self.flow.target)
 
+    def _start_realtime_query(self) -> None:
+        user = dict(self.config.client_config(self.flow.target, "producer", self.flow))
+        producer_conf, overridden = realtime.java_producer_config(user)
+        if overridden and not self._overrides_logged:
+            self._overrides_logged = True
+            for note in overridden:
+                log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, note)
+        syncs_conf = None
+        if self.emitter is not None:
+            syncs_conf = dict(self.config.client_config(self.syncs_cluster, "producer", self.flow))
+            syncs_conf.update({"enable.idempotence": "true", "acks": "all", "linger.ms": "0"})
+        admin_conf = {k[len("kafka."):]: v for k, v in self._source_options.items() if k.startswith("kafka.")}
+        admin_conf.pop("isolation.level", None)
+        topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
+        ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        df = self._spark_kafka_source(ckpt)
+        self._counters = realtime.Counters(self.spark, self.name)
+        self._counters.reset()
+        self._last_rt_batch = None
+        self.query = realtime.start_query(
+            self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, source=self.flow.source,
+            target=self.flow.target, producer_config=producer_conf,
+            syncs_producer_config=syncs_conf,
+            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
+            source_admin_config=admin_conf)
+        metrics().started(self.name, self.partitions)
+        log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
+                 "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
+                 self.flow.target, realtime.REALTIME_BATCH, ckpt)
+
+    def _starting_offsets(self, ckpt: Path) -> str:
+        if self._handover_start:
+            return realtime.starting_offsets_json(self._handover_start, self.assignment)
+        return spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
+
     def _direct_source(self, wspec: WriterSpec):
         from replicator.datapath.source import SourceSpec, make_source_class
 
         conf = client_conf(self.config, self.flow.source, "consumer", self.flow)
         conf.pop("logger", None)
         conf.pop("error_cb", None)
-        start = spark_starting_offsets(self.config, self.flow, self.assignment, self.checkpoint_dir)
+        start = self._starting_offsets(self.checkpoint_dir)
         starting = () if start == "earliest" else tuple(
             (t, int(p), int(o)) for t, per in sorted(json.loads(start).items()) for p, o in sorted(per.items()))
         admin_conf = client_conf(self.config, self.flow.source, "admin", self.flow)
@@ -231,14 +315,14 @@ class FlowReplicator:
         admin_conf.pop("error_cb", None)
         spec = SourceSpec(wspec, tuple(sorted((k, str(v)) for k, v in conf.items())),
                           tuple(sorted(self.assignment.items())), starting, self.max_records_per_batch,
-                          tasks=max(1, self.spark.sparkContext.defaultParallelism),
+                          tasks=max(1, self.copy_tasks or self.spark.sparkContext.defaultParallelism),
                           admin_config=tuple(sorted((k, str(v)) for k, v in admin_conf.items())),
                           stop_flag=str(self._stop_flag))
         name = "sparkmirror_" + "".join(c if c.isalnum() else "_" for c in self.name)
         self.spark.dataSource.register(make_source_class(spec, name))
         return self.spark.readStream.format(name).load()
 
-    def _spark_kafka_source(self):
+    def _spark_kafka_source(self, ckpt: Path | None = None):
         assign = json.dumps({t: list(range(n)) for t, n in self.assignment.items()})
         reader = self.spark.readStream.format("kafka")
         for k, v in self._source_options.items():
@@ -246,14 +330,13 @@ class FlowReplicator:
         reader = (
             reader.option("assign", assign)
             # MM2's or an earlier run's progress when there is no Spark checkpoint yet (takeover)
-            .option("startingOffsets", spark_starting_offsets(self.config, self.flow, self.assignment,
-                                                              self.checkpoint_dir))
+            .option("startingOffsets", self._starting_offsets(ckpt or self.checkpoint_dir))
             .option("includeHeaders", "true")
             # Spark's data-loss check trips on legitimate offset gaps (compaction,
             # transaction markers); sparkmirror detects loss itself (see monitor).
             .option("failOnDataLoss", "false")
         )
-        if self.max_records_per_batch:
+        if self.max_records_per_batch and ckpt is None:
             reader = reader.option("maxOffsetsPerTrigger", str(self.max_records_per_batch))
         return reader.load()
 
@@ -269,11 +352,19 @@ class FlowReplicator:
             # replayed later, so duplicates) and makes Spark log the interruption as an error.
             # The direct source sees the flag and plans no new batch, so the running one is
             # the last (Spark's Kafka source keeps planning: there the wait is only a grace).
+            # A real-time query's tasks never end by themselves: it is stopped right after a
+            # batch boundary, so that what the next start copies again is a few milliseconds' worth.
             self._stop_flag.touch()
             deadline = time.monotonic() + GRACEFUL_STOP_S
+            rt_batch = _progress_batch(q) if self.realtime else None
             while time.monotonic() < deadline:
                 try:
-                    if not q.isActive or not q.status.get("isTriggerActive"):
+                    if not q.isActive:
+                        break
+                    if self.realtime:
+                        if _progress_batch(q) != rt_batch:
+                            break
+                    elif not q.status.get("isTriggerActive"):
                         break
                 except Exception:
                     break
@@ -283,6 +374,9 @@ class FlowReplicator:
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed
                 log.debug("flow %s: stop: %s", self.name, exc)
             self._stop_flag.unlink(missing_ok=True)
+            if self._counters is not None:
+                self._poll_realtime()
+                self._counters.reset()
 
     def close(self) -> None:
         """Stop the query for good (the job is stopping): a topic refresh or the supervisor that
@@ -326,6 +420,8 @@ class FlowReplicator:
         if active:
             if slow:  # outside the lock: the probe takes seconds when a cluster is down
                 self._report_slow_batch(*running)
+            if self.realtime:
+                self._poll_realtime()
             return
         with self._query_lock:
             if q is not self.query:
@@ -344,6 +440,75 @@ class FlowReplicator:
             log.warning("flow %s: the streaming query failed: %s;%s the failed batch was not committed, restarting "
                         "from the checkpoint in %.0f s", self.name, msg,
                         f" waiting: {', '.join(down)};" if down else "", self._restart_delay)
+
+    def _poll_realtime(self) -> None:
+        """Fold what the real-time writers copied since the last look into the stats and metrics.
+
+        In local mode the writers share the driver's JVM and report records, bytes, offset-syncs,
+        latency and data loss every half second; on a cluster only Spark's per-batch progress
+        (input rows) reaches the driver, and the writers' loss reports are in the executor logs.
+        """
+        c = self._counters
+        q = self.query
+        if c is None:
+            return
+        now = time.time()
+        st = self.stats
+        totals = c.read()
+        progress = None
+        try:
+            progress = q.lastProgress if q is not None else None
+        except Exception:
+            pass
+        batch_id = progress.get("batchId") if progress else None
+        new_batch = batch_id is not None and batch_id != self._last_rt_batch
+        if totals is not None and totals[0] >= st.rt_seen[0]:
+            records, nbytes, syncs = (totals[i] - st.rt_seen[i] for i in range(3))
+            st.rt_seen = totals[:3]
+            max_latency = totals[3]
+        elif new_batch:  # executors in other JVMs: the batch's input rows are what was copied
+            records, nbytes, syncs, max_latency = int(progress.get("numInputRows") or 0), 0, 0, 0
+        else:
+            records = nbytes = syncs = max_latency = 0
+        for lost, topic, partition, first, last, resumed in c.losses():
+            log.warning("flow %s: DATA LOSS: %d records of source cluster %s topic %s partition %d (offsets %d..%d) "
+                        "were deleted there before they were replicated; copying goes on from offset %d (raise "
+                        "retention on the source or replicate faster)", self.name, lost, self.flow.source, topic,
+                        partition, first, last, resumed)
+            metrics().lost(self.name, lost)
+        if records or syncs:
+            st.records += records
+            st.bytes += nbytes
+            st.offset_syncs += syncs
+            st.max_latency_ms = max(st.max_latency_ms, max_latency)
+            st.last_batch_at = now
+            st.rt_window = [w + v for w, v in zip(st.rt_window, (records, nbytes, syncs))] + [max(st.rt_window[3], max_latency)]
+            metrics().copied(self.name, records, nbytes, syncs, max_latency, now)
+        if new_batch:
+            seconds = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+            if self._last_rt_batch is not None:
+                st.batches += 1
+                metrics().batch_done(self.name, seconds)
+                self._restart_delay = RESTART_BACKOFF_S[0]
+                r, b, s, lat = st.rt_window
+                if r:
+                    log.info("flow %s real-time batch %d: %d records, %.1f MB, %.0f records/s over %.1f s, max "
+                             "source->target latency %.2f s, %d offset-syncs", self.name, self._last_rt_batch, r,
+                             b / 1e6, r / seconds if seconds else 0.0, seconds, lat / 1000, s)
+            st.rt_window = [0, 0, 0, 0]
+            self._last_rt_batch = batch_id
+
+    def copied_offsets(self) -> dict[tuple[str, int], int] | None:
+        """Where the copy has got to per source partition (for the catch-up estimate)."""
+        from replicator.datapath.catchup import committed_offsets
+
+        if self.realtime and self._counters is not None:
+            positions = self._counters.positions()
+            if positions:
+                committed = committed_offsets(self.query) or {}
+                committed.update(positions)
+                return committed
+        return committed_offsets(self.query)
 
     def _unreachable_clusters(self) -> list[str]:
         down = []

@@ -138,14 +138,22 @@ class ReplicatorMetrics:
 
     def batch(self, flow: str, records: int, nbytes: int, syncs: int, seconds: float, max_latency_ms: int,
               finished_at: float) -> None:
+        self.batch_done(flow, seconds)
+        self.copied(flow, records, nbytes, syncs, max_latency_ms, finished_at)
+
+    def batch_done(self, flow: str, seconds: float) -> None:
+        """A batch committed (micro-batch, or a real-time query's checkpoint interval)."""
         self.batches.labels(flow).inc()
+        self.batch_duration.labels(flow).observe(seconds)
+
+    def copied(self, flow: str, records: int, nbytes: int, syncs: int, max_latency_ms: int, at: float) -> None:
+        """Records written to the target (per batch, or every half second in real time)."""
         self.records.labels(flow).inc(records)
         self.bytes.labels(flow).inc(nbytes)
         self.offset_syncs.labels(flow).inc(syncs)
-        self.batch_duration.labels(flow).observe(seconds)
         if records:
             self.latency.labels(flow).set(max_latency_ms / 1000)
-        self.last_batch.labels(flow).set(finished_at)
+        self.last_batch.labels(flow).set(at)
 
 
     def started(self, flow: str, partitions: int) -> None:

@@ -30,7 +30,7 @@ def under_spark_submit() -> bool:
 
 
 def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: bool = False,
-                  conf: dict[str, str] | None = None):
+                  conf: dict[str, str] | None = None, extra_jars: list[str] | None = None):
     # Executors must run the same interpreter (and so the same packages) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -39,7 +39,7 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
 
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
-        jars = artifacts.ensure(artifacts.SPARK_KAFKA).jars()
+        jars = [*artifacts.ensure(artifacts.SPARK_KAFKA).jars(), *(extra_jars or ())]
         builder = (
             builder.master(master or DEFAULT_LOCAL_MASTER)
             .config("spark.jars", ",".join(str(j) for j in jars))

@@ -1,0 +1,306 @@
+"""The low-latency data path: Spark's real-time mode with a JVM writer.
+
+In real-time mode (Spark 4.1+) a query runs one long-lived task per Kafka partition
+that copies each record as it arrives; the "batch" is only how often the source
+offsets are checkpointed (``REALTIME_BATCH``). The records go through
+``MirrorForeachWriter`` (``replicator/jvm/``, built by ``jvmwriter``), which produces
+each one with the same partition, key, value, headers and timestamp and writes MM2's
+offset-syncs from the delivery reports. A failure replays from the last checkpointed
+batch: duplicates, never loss.
+
+Which path a flow takes (``choose_path``): real-time unless the flow is exactly-once
+(one transaction per source partition and micro-batch), ``--source kafka`` or
+``--max-records-per-batch`` asks for micro-batches, the writer cannot be built here,
+or the flow has more partitions than real-time task slots (each partition holds a
+task slot for as long as the query runs).
+
+Each path keeps its own Spark checkpoint; ``<flow>.path`` in the checkpoint root names
+the one that ran last. When a flow changes path (a restart with other options, a
+topic that grew past the slots), the new path starts where the old one's newest
+committed batch began — never later than what was copied, so at worst duplicates —
+and the handover is written down before the query starts, so a crash in between
+resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("sparkmirror.replicate")
+
+REAL_TIME = "real-time"
+MICRO_BATCH = "micro-batch"
+PATHS = ("auto", REAL_TIME, MICRO_BATCH)
+
+#: Checkpoint interval of a real-time query (Spark's minimum is 5 s). Records are copied
+#: as they come whatever it is; it bounds what a crash replays and how long a clean stop
+#: waits for a batch boundary.
+REALTIME_BATCH = os.environ.get("SPARKMIRROR_REALTIME_BATCH", "5 seconds")
+#: A flow with more partitions than this runs in micro-batches: each partition is a task
+#: (a thread and a Kafka consumer) for as long as the query runs.
+MAX_REALTIME_PARTITIONS = 256
+#: Spare local task slots beyond today's partitions, for topics that appear or grow.
+SLOT_HEADROOM = 16
+
+COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
+
+
+@dataclass(frozen=True)
+class Choice:
+    path: str
+    reason: str
+
+
+def choose_path(requested: str, *, exactly_once: bool, source_mode: str, capped: bool, partitions: int,
+                writer_unavailable: str | None) -> Choice:
+    """The data path of one flow (pure; ``requested`` is --data-path)."""
+    if requested == MICRO_BATCH:
+        return Choice(MICRO_BATCH, "--data-path micro-batch")
+    reasons = []
+    if exactly_once:
+        reasons.append("exactly-once commits one transaction per source partition and micro-batch")
+    if source_mode == "kafka":
+        reasons.append("--source kafka reads in micro-batches")
+    if capped:
+        reasons.append("--max-records-per-batch caps micro-batches")
+    if writer_unavailable:
+        reasons.append(f"the real-time writer is not available: {writer_unavailable}")
+    if partitions > MAX_REALTIME_PARTITIONS:
+        reasons.append(f"{partitions} partitions are more than {MAX_REALTIME_PARTITIONS}, the most a real-time "
+                       "query runs (one long-lived task each)")
+    if reasons:
+        return Choice(MICRO_BATCH, "; ".join(reasons))
+    return Choice(REAL_TIME, "records are copied as they arrive")
+
+
+def local_slots(master: str | None) -> int | None:
+    """Task slots of a ``local[N]``/``local[N,F]`` master; None for ``local[*]`` or a cluster."""
+    if not master or not master.startswith("local"):
+        return None
+    if master == "local":
+        return 1
+    inner = master[master.find("[") + 1:master.rfind("]")]
+    first = inner.split(",")[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+# -- checkpoints and the handover between paths --------------------------------------------
+def checkpoint_dir(flow_dir: Path, path: str) -> Path:
+    """The micro-batch checkpoint keeps its historical place; the real-time one sits beside it."""
+    return flow_dir if path == MICRO_BATCH else flow_dir.with_name(flow_dir.name + ".realtime")
+
+
+def marker_file(flow_dir: Path) -> Path:
+    return flow_dir.with_name(flow_dir.name + ".path")
+
+
+def read_marker(flow_dir: Path) -> dict:
+    try:
+        data = json.loads(marker_file(flow_dir).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_marker(flow_dir: Path, data: dict) -> None:
+    f = marker_file(flow_dir)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, f)
+
+
+def committed_offsets(ckpt: Path) -> dict[str, dict[str, int]] | None:
+    """The source offsets of the newest committed batch's offset-log entry, or None.
+
+    For a micro-batch that is where the batch ended; in real-time mode where it began.
+    Either way nothing before it is uncopied, so starting there loses nothing.
+    """
+    commits = ckpt / "commits"
+    offsets = ckpt / "offsets"
+    if not commits.is_dir() or not offsets.is_dir():
+        return None
+    done = sorted((int(p.name) for p in commits.iterdir() if p.name.isdigit()), reverse=True)
+    for n in done:
+        entry = offsets / str(n)
+        try:
+            lines = entry.read_text().splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()) and data:
+                return {t: {str(p): int(o) for p, o in per.items()} for t, per in data.items()}
+    return None
+
+
+def has_batches(ckpt: Path) -> bool:
+    offsets = ckpt / "offsets"
+    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, dict[str, int]] | None:
+    """Make ``path``'s checkpoint the one to resume; returns explicit start offsets or None.
+
+    None: resume from the path's own checkpoint, or, without one, start as a new flow
+    does (offset-syncs of an earlier run, else the earliest offsets).
+    """
+    marker = read_marker(flow_dir)
+    last = marker.get("path")
+    if last is None and has_batches(checkpoint_dir(flow_dir, MICRO_BATCH)):
+        last = MICRO_BATCH  # a checkpoint written before there were two paths
+    if last == path:
+        own = checkpoint_dir(flow_dir, path)
+        if has_batches(own):
+            return None
+        start = marker.get("start")
+        return start if isinstance(start, dict) and start else None
+    start = None
+    if last in (REAL_TIME, MICRO_BATCH):
+        start = committed_offsets(checkpoint_dir(flow_dir, last))
+        if start is None:
+            start = marker.get("start") if isinstance(marker.get("start"), dict) else None
+    own = checkpoint_dir(flow_dir, path)
+    if own.exists():
+        # An older run of this path: its offsets are behind what the other path copied since.
+        shutil.rmtree(own)
+    _write_marker(flow_dir, {"path": path, "start": start or {}})
+    if last is not None:
+        log.info("flow %s: switching from the %s path to the %s path%s", flow_name, last, path,
+                 f" at the offsets where its newest committed batch began" if start else "")
+    return start or None
+
+
+def starting_offsets_json(start: dict[str, dict[str, int]], assignment: dict[str, int]) -> str:
+    """Spark's ``startingOffsets`` JSON for every assigned partition (-2: earliest)."""
+    out = {}
+    for topic, n in sorted(assignment.items()):
+        per = start.get(topic, {})
+        out[topic] = {str(p): int(per.get(str(p), -2)) for p in range(n)}
+    return json.dumps(out)
+
+
+# -- the JVM writer ----------------------------------------------------------------------------
+def writer_available() -> str | None:
+    """None when real-time mode and its writer can be had here, else why not."""
+    try:
+        from pyspark.sql.streaming.readwriter import DataStreamWriter
+        import inspect
+
+        if "realTime" not in inspect.signature(DataStreamWriter.trigger).parameters:
+            return "this pyspark has no real-time trigger (Spark 4.2 or newer is needed)"
+    except Exception as exc:  # pragma: no cover - pyspark always importable here
+        return f"pyspark: {exc}"
+    from replicator.datapath import jvmwriter
+
+    try:
+        jvmwriter.ensure_jar()
+    except jvmwriter.Unavailable as exc:
+        return str(exc)
+    return None
+
+
+def java_producer_config(user: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The target producer's Java settings: order-keeping defaults, the user's, then what order needs."""
+    conf = {"enable.idempotence": "true", "acks": "all", "linger.ms": "0", "max.request.size": "4194304",
+            "compression.type": "none"}
+    conf.update({k: str(v) for k, v in user.items()})
+    for k in ("key.serializer", "value.serializer"):
+        conf.pop(k, None)
+    notes = []
+    if conf["enable.idempotence"].strip().lower() == "false":
+        was = conf.get("max.in.flight.requests.per.connection")
+        if was is None or was.strip() != "1":
+            conf["max.in.flight.requests.per.connection"] = "1"
+            notes.append("producer setting enable.idempotence = false: the writer keeps one request in flight "
+                         "(max.in.flight.requests.per.connection = 1" + (f", not {was}" if was else "")
+                         + ", as Kafka Connect does) so that a retried request cannot land after a later one "
+                         "and reorder a partition on the target")
+    return conf, notes
+
+
+def _jmap(jvm, d: dict[str, str]):
+    m = jvm.java.util.HashMap()
+    for k, v in d.items():
+        m.put(str(k), str(v))
+    return m
+
+
+def start_query(spark, df, *, name: str, ckpt: Path, flow: str, source: str, target: str,
+                producer_config: dict[str, str], syncs_producer_config: dict[str, str] | None,
+                syncs_topic: str, topic_map: dict[str, str], offset_lag_max: int,
+                source_admin_config: dict[str, str]):
+    jvm = spark.sparkContext._jvm
+    writer = jvm.sparkmirror.MirrorForeachWriter(
+        flow, source, target, _jmap(jvm, producer_config),
+        _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
+        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max), _jmap(jvm, source_admin_config))
+    w = (df.select(*COLUMNS).writeStream.queryName(name).outputMode("update")
+         .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
+    w._jwrite = w._jwrite.foreach(writer)
+    return w.start()
+
+
+class Counters:
+    """What the executors' writers report for one flow, read through the driver's JVM (local mode)."""
+
+    def __init__(self, spark, flow: str) -> None:
+        self.flow = flow
+        try:
+            sc = spark.sparkContext
+            # Only in local mode do the writers run in this JVM; elsewhere its counters stay at 0.
+            self._cls = sc._jvm.sparkmirror.MirrorForeachWriter if sc.master.startswith("local") else None
+        except Exception:
+            self._cls = None
+
+    def read(self) -> tuple[int, int, int, int, int] | None:
+        """(records, bytes, offset-syncs, max latency ms since the last read, records lost), totals."""
+        if self._cls is None:
+            return None
+        try:
+            c = list(self._cls.counters(self.flow))
+        except Exception:
+            return None
+        return int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4])
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        if self._cls is None:
+            return {}
+        try:
+            text = self._cls.positions(self.flow)
+        except Exception:
+            return {}
+        out = {}
+        for line in str(text).splitlines():
+            topic, p, nxt = line.split("\t")
+            out[(topic, int(p))] = int(nxt)
+        return out
+
+    def losses(self) -> list[tuple[int, str, int, int, int, int]]:
+        """(records, topic, partition, first lost, last lost, copying resumed at) since the last call."""
+        if self._cls is None:
+            return []
+        try:
+            text = self._cls.drainEvents(self.flow)
+        except Exception:
+            return []
+        out = []
+        for line in str(text).splitlines():
+            n, topic, p, a, b, at = line.split("\t")
+            out.append((int(n), topic, int(p), int(a), int(b), int(at)))
+        return out
+
+    def reset(self) -> None:
+        if self._cls is not None:
+            try:
+                self._cls.reset(self.flow)
+            except Exception:
+                pass

@@ -1,0 +1,408 @@
+package sparkmirror;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.sql.ForeachWriter;
+import org.apache.spark.sql.Row;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The real-time data path's writer. Spark runs one instance per Kafka partition and
+ * real-time batch in the executors; it copies every row of its partition to the renamed
+ * topic on the target (same partition, key, value, headers in order, timestamp), as
+ * sparkmirror's Python writer does for micro-batches.
+ *
+ * <p>Offset-syncs follow MM2's emission rule, as {@code replicator/model/offsets.py}'s
+ * OffsetSyncEmitter states it: each record's delivery report carries the record's own
+ * upstream offset, so a downstream offset is paired with the right record whatever order
+ * reports arrive in; a sync goes out at once when it is the partition's first, when the
+ * downstream offset moved {@code offset.lag.max} or more past the last one sent, on an
+ * upstream gap, or when the downstream offset went backwards; otherwise the newest is kept
+ * pending and sent within half a second (and at every batch end).
+ *
+ * <p>Nothing is skipped: a failed delivery fails the task, so the batch is not committed
+ * and Spark replays it (at-least-once). {@link #close} waits for every record of the task
+ * and its syncs before the batch may commit. A gap that ends at the source partition's log
+ * start is records deleted before they were copied: counted and reported as data loss.
+ *
+ * <p>Per executor JVM, producers are shared (their connections and metadata are worth
+ * keeping across batches) and so is each partition's emitter state (pacing stays exact
+ * across batch boundaries). Counters and loss reports are kept per flow for the driver to
+ * read ({@link #counters}, {@link #positions}, {@link #drainEvents}) when it shares the
+ * JVM (local mode); on a cluster they are in the executors' logs.
+ */
+public class MirrorForeachWriter extends ForeachWriter<Row> {
+    private static final long serialVersionUID = 1L;
+    public static final String ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR";
+    private static final Logger LOG = LoggerFactory.getLogger("sparkmirror.realtime");
+
+    private final String flow;
+    private final String sourceCluster;
+    private final String targetCluster;
+    private final HashMap<String, String> producerConfig;
+    private final HashMap<String, String> syncsProducerConfig; // null: emit.offset-syncs.enabled = false
+    private final String syncsTopic;
+    private final HashMap<String, String> topicMap;
+    private final long offsetLagMax;
+    private final HashMap<String, String> sourceAdminConfig;
+
+    private transient Producer<byte[], byte[]> producer;
+    private transient Producer<byte[], byte[]> syncsProducer;
+    private transient AtomicReference<String> failure;
+    private transient AtomicLong outstanding;
+    private transient String lastTopic;
+    private transient String lastTarget;
+    private transient int lastPartition = -1;
+    private transient PartitionState lastState;
+    private transient long[] counters;
+
+    public MirrorForeachWriter(String flow, String sourceCluster, String targetCluster,
+                               Map<String, String> producerConfig, Map<String, String> syncsProducerConfig,
+                               String syncsTopic, Map<String, String> topicMap, long offsetLagMax,
+                               Map<String, String> sourceAdminConfig) {
+        this.flow = flow;
+        this.sourceCluster = sourceCluster;
+        this.targetCluster = targetCluster;
+        this.producerConfig = new HashMap<>(producerConfig);
+        this.syncsProducerConfig = syncsProducerConfig == null ? null : new HashMap<>(syncsProducerConfig);
+        this.syncsTopic = syncsTopic;
+        this.topicMap = new HashMap<>(topicMap);
+        this.offsetLagMax = offsetLagMax;
+        this.sourceAdminConfig = new HashMap<>(sourceAdminConfig);
+    }
+
+    // ---------------------------------------------------------------- shared per JVM
+    private static final ConcurrentHashMap<String, Producer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Admin> ADMINS = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, PartitionState> STATES = new ConcurrentHashMap<>();
+    // per flow: records, bytes, offset-syncs sent, max latency ms (since the last read), records lost
+    private static final ConcurrentHashMap<String, long[]> COUNTERS = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<String>> EVENTS = new ConcurrentHashMap<>();
+    private static final ScheduledExecutorService PENDING_FLUSHER = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "sparkmirror-offset-syncs");
+        t.setDaemon(true);
+        return t;
+    });
+
+    static {
+        PENDING_FLUSHER.scheduleWithFixedDelay(MirrorForeachWriter::flushAllPending, 500, 500, TimeUnit.MILLISECONDS);
+    }
+
+    private static String configKey(Map<String, String> config) {
+        return new TreeMap<>(config).toString();
+    }
+
+    private static Producer<byte[], byte[]> producerFor(Map<String, String> config) {
+        return PRODUCERS.computeIfAbsent(configKey(config), k -> {
+            Properties props = new Properties();
+            props.putAll(config);
+            props.put("key.serializer", ByteArraySerializer.class.getName());
+            props.put("value.serializer", ByteArraySerializer.class.getName());
+            return new KafkaProducer<>(props);
+        });
+    }
+
+    private static Admin adminFor(Map<String, String> config) {
+        return ADMINS.computeIfAbsent(configKey(config), k -> {
+            Properties props = new Properties();
+            props.putAll(config);
+            return Admin.create(props);
+        });
+    }
+
+    /** Records, bytes, offset-syncs, max latency (ms, reset by this read), records lost. */
+    public static long[] counters(String flow) {
+        long[] c = COUNTERS.computeIfAbsent(flow, f -> new long[5]);
+        synchronized (c) {
+            long[] out = c.clone();
+            c[3] = 0;
+            return out;
+        }
+    }
+
+    /** "topic\tpartition\tnext offset" lines: where each partition's copy has got to (acknowledged). */
+    public static String positions(String flow) {
+        StringBuilder sb = new StringBuilder();
+        String prefix = flow + "\u0000";
+        for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
+            if (!e.getKey().startsWith(prefix)) continue;
+            PartitionState s = e.getValue();
+            long next = s.ackedUpstream + 1;
+            if (next > 0) sb.append(s.topic).append('\t').append(s.partition).append('\t').append(next).append('\n');
+        }
+        return sb.toString();
+    }
+
+    /** Data-loss reports since the last call, one per line. */
+    public static String drainEvents(String flow) {
+        ConcurrentLinkedQueue<String> q = EVENTS.get(flow);
+        if (q == null) return "";
+        StringBuilder sb = new StringBuilder();
+        for (String e; (e = q.poll()) != null; ) sb.append(e).append('\n');
+        return sb.toString();
+    }
+
+    /** Forget a flow's partition states (its query starts over from a checkpoint). */
+    public static void reset(String flow) {
+        String prefix = flow + "\u0000";
+        for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
+            if (!e.getKey().startsWith(prefix)) continue;
+            e.getValue().flushPending();
+            STATES.remove(e.getKey());
+        }
+    }
+
+    /** One partition: MM2's emitter state, where its syncs go, what was read and acknowledged. */
+    static final class PartitionState {
+        final String topic;
+        final int partition;
+        final Producer<byte[], byte[]> syncs; // null: no offset-syncs
+        final String syncsTopic;
+        final long offsetLagMax;
+        final long[] counters;
+        volatile long seenUpstream = -1; // newest offset handed to the producer (task thread)
+        volatile long ackedUpstream = -1; // newest offset acknowledged by the target
+        boolean started;
+        long previousUpstream;
+        long previousDownstream;
+        long lastSyncDownstream;
+        long pendingUpstream = -1;
+        long pendingDownstream = -1;
+        volatile String failure;
+
+        PartitionState(String topic, int partition, Producer<byte[], byte[]> syncs, String syncsTopic,
+                       long offsetLagMax, long[] counters) {
+            this.topic = topic;
+            this.partition = partition;
+            this.syncs = syncs;
+            this.syncsTopic = syncsTopic;
+            this.offsetLagMax = offsetLagMax;
+            this.counters = counters;
+        }
+
+        synchronized void delivered(long upstream, long downstream) {
+            if (upstream > ackedUpstream) ackedUpstream = upstream;
+            if (syncs == null) return;
+            boolean sendNow;
+            if (!started) {
+                started = true;
+                previousUpstream = upstream;
+                previousDownstream = downstream;
+                lastSyncDownstream = downstream;
+                sendNow = true;
+            } else {
+                sendNow = downstream - (lastSyncDownstream + 1) >= offsetLagMax
+                        || upstream - previousUpstream != 1
+                        || downstream < previousDownstream;
+                previousUpstream = upstream;
+                previousDownstream = downstream;
+                if (sendNow) lastSyncDownstream = downstream;
+            }
+            if (sendNow) {
+                pendingUpstream = -1;
+                send(upstream, downstream);
+            } else {
+                pendingUpstream = upstream;
+                pendingDownstream = downstream;
+            }
+        }
+
+        synchronized void flushPending() {
+            if (pendingUpstream >= 0) {
+                send(pendingUpstream, pendingDownstream);
+                pendingUpstream = -1;
+            }
+        }
+
+        private void send(long upstream, long downstream) {
+            byte[] name = topic.getBytes(StandardCharsets.UTF_8);
+            byte[] key = ByteBuffer.allocate(2 + name.length + 4).putShort((short) name.length).put(name)
+                    .putInt(partition).array();
+            byte[] value = ByteBuffer.allocate(16).putLong(upstream).putLong(downstream).array();
+            // Partition 0, as MM2 writes it: MM2's OffsetSyncStore reads nothing else.
+            syncs.send(new ProducerRecord<>(syncsTopic, 0, key, value), (md, err) -> {
+                if (err != null) {
+                    if (failure == null) {
+                        failure = "the offset-sync of " + topic + "/" + partition + " (upstream " + upstream
+                                + ") could not be written to " + syncsTopic + ": " + err;
+                    }
+                } else {
+                    synchronized (counters) {
+                        counters[2]++;
+                    }
+                }
+            });
+        }
+    }
+
+    private static void flushAllPending() {
+        for (PartitionState s : STATES.values()) {
+            try {
+                s.flushPending();
+            } catch (RuntimeException e) {
+                s.failure = "sending a pending offset-sync failed: " + e;
+            }
+        }
+    }
+
+    private PartitionState stateFor(String topic, int partition) {
+        String key = flow + "\u0000" + topic + "\u0000" + partition;
+        return STATES.computeIfAbsent(key, k -> new PartitionState(topic, partition, syncsProducer, syncsTopic,
+                offsetLagMax, counters));
+    }
+
+    // ---------------------------------------------------------------- ForeachWriter
+    @Override
+    public boolean open(long partitionId, long epochId) {
+        producer = producerFor(producerConfig);
+        syncsProducer = syncsProducerConfig == null ? null : producerFor(syncsProducerConfig);
+        failure = new AtomicReference<>();
+        outstanding = new AtomicLong();
+        counters = COUNTERS.computeIfAbsent(flow, f -> new long[5]);
+        return true;
+    }
+
+    @Override
+    public void process(Row row) {
+        String err = failure.get();
+        if (err != null) throw new IllegalStateException(err);
+        String topic = row.getString(0);
+        if (!topic.equals(lastTopic)) {
+            String target = topicMap.get(topic);
+            if (target == null) {
+                throw new IllegalStateException(ERROR_MARKER + ": flow " + flow + ": no target topic known for source topic "
+                        + topic + " (the query's topic list changed without a restart)");
+            }
+            lastTopic = topic;
+            lastTarget = target;
+            lastPartition = -1;
+        }
+        int partition = row.getInt(1);
+        if (partition != lastPartition) {
+            lastState = stateFor(topic, partition);
+            lastPartition = partition;
+        }
+        final PartitionState state = lastState;
+        final long offset = row.getLong(2);
+        byte[] key = row.isNullAt(3) ? null : (byte[]) row.get(3);
+        byte[] value = row.isNullAt(4) ? null : (byte[]) row.get(4);
+        final long timestamp = ((java.sql.Timestamp) row.get(5)).getTime();
+        List<Header> headers = null;
+        if (!row.isNullAt(6)) {
+            List<Row> hs = row.getList(6);
+            headers = new ArrayList<>(hs.size());
+            for (Row h : hs) {
+                headers.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
+            }
+        }
+        long seen = state.seenUpstream;
+        if (seen >= 0 && offset > seen + 1) checkLoss(state, seen, offset);
+        state.seenUpstream = offset;
+        final String target = lastTarget;
+        final long size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
+        outstanding.incrementAndGet();
+        try {
+            producer.send(new ProducerRecord<>(target, partition, timestamp, key, value, headers), (md, e) -> {
+                try {
+                    if (e != null) {
+                        failure.compareAndSet(null, ERROR_MARKER + ": cluster " + targetCluster + " topic " + target
+                                + " partition " + partition + ": the record at source offset " + offset + " of " + topic
+                                + " was not written: " + e);
+                    } else {
+                        state.delivered(offset, md.offset());
+                        long latency = System.currentTimeMillis() - timestamp;
+                        synchronized (counters) {
+                            counters[0]++;
+                            counters[1] += size;
+                            if (latency > counters[3]) counters[3] = latency;
+                        }
+                    }
+                } finally {
+                    outstanding.decrementAndGet();
+                }
+            });
+        } catch (RuntimeException e) {
+            outstanding.decrementAndGet();
+            throw new IllegalStateException(ERROR_MARKER + ": cluster " + targetCluster + " topic " + target
+                    + " partition " + partition + ": the record at source offset " + offset + " of " + topic
+                    + " was not written: " + e, e);
+        }
+    }
+
+    /** A gap from ``seen`` to ``offset``: records deleted on the source before they were read, or
+     *  legitimate (compaction, transaction markers)? Only a gap ending at the log start is loss. */
+    private void checkLoss(PartitionState state, long seen, long offset) {
+        long logStart;
+        try {
+            TopicPartition tp = new TopicPartition(state.topic, state.partition);
+            logStart = adminFor(sourceAdminConfig).listOffsets(Collections.singletonMap(tp, OffsetSpec.earliest()))
+                    .partitionResult(tp).get(30, TimeUnit.SECONDS).offset();
+        } catch (Exception e) {
+            LOG.warn("flow {}: could not read the log start of {}/{} on cluster {} to tell a gap from data loss: {}",
+                    flow, state.topic, state.partition, sourceCluster, e.toString());
+            return;
+        }
+        if (logStart <= seen + 1) return; // compaction or transaction markers
+        long lost = Math.min(logStart, offset) - (seen + 1);
+        if (lost <= 0) return;
+        synchronized (counters) {
+            counters[4] += lost;
+        }
+        String msg = lost + "\t" + state.topic + "\t" + state.partition + "\t" + (seen + 1) + "\t" + (seen + lost)
+                + "\t" + offset;
+        EVENTS.computeIfAbsent(flow, f -> new ConcurrentLinkedQueue<>()).add(msg);
+        LOG.warn("flow {}: DATA LOSS: {} records of source cluster {} topic {} partition {} (offsets {}..{}) were "
+                + "deleted there before they were replicated; copying goes on from offset {}", flow, lost,
+                sourceCluster, state.topic, state.partition, seen + 1, seen + lost, offset);
+    }
+
+    @Override
+    public void close(Throwable errorOrNull) {
+        if (producer == null) return;
+        producer.flush();
+        if (syncsProducer != null) {
+            for (PartitionState s : STATES.values()) {
+                if (s.syncs == syncsProducer) s.flushPending();
+            }
+            syncsProducer.flush();
+            for (PartitionState s : STATES.values()) {
+                String f = s.failure;
+                if (f != null && s.syncs == syncsProducer) {
+                    s.failure = null;
+                    throw new IllegalStateException(ERROR_MARKER + ": flow " + flow + ": " + f);
+                }
+            }
+        }
+        String err = failure.get();
+        if (err != null) throw new IllegalStateException(err);
+        if (errorOrNull == null && outstanding.get() != 0) {
+            throw new IllegalStateException(ERROR_MARKER + ": flow " + flow + ": " + outstanding.get()
+                    + " records still unacknowledged after flush");
+        }
+    }
+}
