@@ -104,6 +104,7 @@ class FlowReplicator:
         self._counters: realtime.Counters | None = None
         self._handover_start: dict | None = None
         self._last_rt_batch: int | None = None
+        self._last_starting = "earliest"
         self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
@@ -282,6 +283,11 @@ class FlowReplicator:
         topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
         df = self._spark_kafka_source(ckpt)
+        if realtime.has_batches(ckpt):
+            resume = realtime.committed_offsets(ckpt) or {}
+        else:
+            resume = json.loads(self._last_starting) if self._last_starting.startswith("{") else {}
+        start_offsets = {(t, int(p)): int(o) for t, per in resume.items() for p, o in per.items()}
         self._counters = realtime.Counters(self.spark, self.name)
         self._counters.reset()
         self._last_rt_batch = None
@@ -290,7 +296,7 @@ class FlowReplicator:
             target=self.flow.target, producer_config=producer_conf,
             syncs_producer_config=syncs_conf,
             syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
-            source_admin_config=admin_conf)
+            source_admin_config=admin_conf, start_offsets=start_offsets)
         metrics().started(self.name, self.partitions)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
                  "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
@@ -298,8 +304,11 @@ class FlowReplicator:
 
     def _starting_offsets(self, ckpt: Path) -> str:
         if self._handover_start:
-            return realtime.starting_offsets_json(self._handover_start, self.assignment)
-        return spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
+            start = realtime.starting_offsets_json(self._handover_start, self.assignment)
+        else:
+            start = spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
+        self._last_starting = start
+        return start
 
     def _direct_source(self, wspec: WriterSpec):
         from replicator.datapath.source import SourceSpec, make_source_class

@@ -237,12 +237,17 @@ def _jmap(jvm, d: dict[str, str]):
 def start_query(spark, df, *, name: str, ckpt: Path, flow: str, source: str, target: str,
                 producer_config: dict[str, str], syncs_producer_config: dict[str, str] | None,
                 syncs_topic: str, topic_map: dict[str, str], offset_lag_max: int,
-                source_admin_config: dict[str, str]):
+                source_admin_config: dict[str, str], start_offsets: dict[tuple[str, int], int]):
+    """Start the real-time query; ``start_offsets``: where each partition resumes (for loss detection)."""
     jvm = spark.sparkContext._jvm
+    starts = jvm.java.util.HashMap()
+    for (topic, partition), offset in start_offsets.items():
+        if offset >= 0:
+            starts.put(f"{topic}\t{partition}", str(int(offset)))
     writer = jvm.sparkmirror.MirrorForeachWriter(
         flow, source, target, _jmap(jvm, producer_config),
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
-        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max), _jmap(jvm, source_admin_config))
+        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max), _jmap(jvm, source_admin_config), starts)
     w = (df.select(*COLUMNS).writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)

@@ -80,6 +80,9 @@ QUIET_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    # A real-time query stopped between its checkpoints aborts the running batch (it is
+    # replayed on the next start) and this logs the abort at ERROR.
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
 )
 
 

@@ -70,6 +70,9 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private final HashMap<String, String> topicMap;
     private final long offsetLagMax;
     private final HashMap<String, String> sourceAdminConfig;
+    // "topic\tpartition" -> the offset the query starts the partition at (from its checkpoint or the
+    // given starting offsets): a first record beyond it, at the log start, is records lost meanwhile
+    private final HashMap<String, Long> startOffsets;
 
     private transient Producer<byte[], byte[]> producer;
     private transient Producer<byte[], byte[]> syncsProducer;
@@ -84,7 +87,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     public MirrorForeachWriter(String flow, String sourceCluster, String targetCluster,
                                Map<String, String> producerConfig, Map<String, String> syncsProducerConfig,
                                String syncsTopic, Map<String, String> topicMap, long offsetLagMax,
-                               Map<String, String> sourceAdminConfig) {
+                               Map<String, String> sourceAdminConfig, Map<String, ?> startOffsets) {
         this.flow = flow;
         this.sourceCluster = sourceCluster;
         this.targetCluster = targetCluster;
@@ -94,6 +97,10 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         this.topicMap = new HashMap<>(topicMap);
         this.offsetLagMax = offsetLagMax;
         this.sourceAdminConfig = new HashMap<>(sourceAdminConfig);
+        this.startOffsets = new HashMap<>();
+        for (Map.Entry<String, ?> e : startOffsets.entrySet()) {
+            this.startOffsets.put(e.getKey(), Long.parseLong(String.valueOf(e.getValue())));
+        }
     }
 
     // ---------------------------------------------------------------- shared per JVM
@@ -272,8 +279,12 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
 
     private PartitionState stateFor(String topic, int partition) {
         String key = flow + "\u0000" + topic + "\u0000" + partition;
-        return STATES.computeIfAbsent(key, k -> new PartitionState(topic, partition, syncsProducer, syncsTopic,
-                offsetLagMax, counters));
+        return STATES.computeIfAbsent(key, k -> {
+            PartitionState s = new PartitionState(topic, partition, syncsProducer, syncsTopic, offsetLagMax, counters);
+            Long start = startOffsets.get(topic + "\t" + partition);
+            if (start != null && start > 0) s.seenUpstream = start - 1;
+            return s;
+        });
     }
 
     // ---------------------------------------------------------------- ForeachWriter

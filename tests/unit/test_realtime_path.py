@@ -1,0 +1,100 @@
+"""The real-time path's pure decisions: which path a flow takes, and the checkpoint handover."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replicator.datapath import realtime
+from replicator.datapath.realtime import MICRO_BATCH, REAL_TIME
+
+
+def choose(requested="auto", **kw):
+    args = dict(exactly_once=False, source_mode="direct", capped=False, partitions=12, writer_unavailable=None)
+    args.update(kw)
+    return realtime.choose_path(requested, **args)
+
+
+def test_auto_takes_real_time_for_a_plain_flow():
+    assert choose().path == REAL_TIME
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"exactly_once": True}, "exactly-once"),
+    ({"source_mode": "kafka"}, "--source kafka"),
+    ({"capped": True}, "--max-records-per-batch"),
+    ({"writer_unavailable": "no 'javac'"}, "no 'javac'"),
+    ({"partitions": realtime.MAX_REALTIME_PARTITIONS + 1}, "partitions"),
+])
+def test_auto_falls_back_to_micro_batches_and_says_why(kw, words):
+    c = choose(**kw)
+    assert c.path == MICRO_BATCH
+    assert words in c.reason
+
+
+def test_micro_batch_when_asked():
+    assert choose("micro-batch").path == MICRO_BATCH
+
+
+@pytest.mark.parametrize("master, slots", [("local[4]", 4), ("local[40,4]", 40), ("local", 1), ("local[*]", None),
+                                           ("local[*,4]", None), ("spark://h:7077", None), (None, None)])
+def test_local_slots(master, slots):
+    assert realtime.local_slots(master) == slots
+
+
+def _batch(ckpt, n, offsets, committed=True):
+    (ckpt / "offsets").mkdir(parents=True, exist_ok=True)
+    (ckpt / "commits").mkdir(parents=True, exist_ok=True)
+    (ckpt / "offsets" / str(n)).write_text('v1\n{"batchWatermarkMs":0,"conf":{}}\n' + json.dumps(offsets) + "\n")
+    if committed:
+        (ckpt / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+
+def test_committed_offsets_are_the_newest_committed_batch(tmp_path):
+    ckpt = tmp_path / "c"
+    _batch(ckpt, 0, {"t": {"0": 5}})
+    _batch(ckpt, 1, {"t": {"0": 9, "1": 3}})
+    _batch(ckpt, 2, {"t": {"0": 20, "1": 8}}, committed=False)  # planned, never committed
+    assert realtime.committed_offsets(ckpt) == {"t": {"0": 9, "1": 3}}
+    assert realtime.committed_offsets(tmp_path / "none") is None
+
+
+def test_a_fresh_flow_needs_no_handover(tmp_path):
+    flow_dir = tmp_path / "a-to-b"
+    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
+    assert realtime.read_marker(flow_dir)["path"] == REAL_TIME
+
+
+def test_switching_paths_starts_where_the_other_path_committed_and_drops_the_stale_checkpoint(tmp_path):
+    flow_dir = tmp_path / "a-to-b"
+    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
+    # A checkpoint from before there were two paths: micro-batches committed up to 40.
+    _batch(flow_dir, 7, {"t": {"0": 40}})
+    # An old real-time checkpoint, behind what the micro-batches copied since.
+    _batch(rt_dir, 3, {"t": {"0": 10}})
+    start = realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
+    assert start == {"t": {"0": 40}}
+    assert not rt_dir.exists()
+    # A crash before the real-time query's first batch: the handover is still known.
+    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 40}}
+    # Once it has batches, it resumes from its own checkpoint.
+    _batch(rt_dir, 0, {"t": {"0": 55}})
+    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
+    # And back to micro-batches: from the real-time query's newest committed batch.
+    assert realtime.prepare_checkpoint(flow_dir, MICRO_BATCH, "a->b") == {"t": {"0": 55}}
+    assert not (flow_dir / "offsets").exists()
+    assert realtime.read_marker(flow_dir)["path"] == MICRO_BATCH
+
+
+def test_starting_offsets_cover_every_assigned_partition():
+    got = json.loads(realtime.starting_offsets_json({"t": {"0": 40}}, {"t": 2, "u": 1}))
+    assert got == {"t": {"0": 40, "1": -2}, "u": {"0": -2}}
+
+
+def test_java_producer_keeps_order_without_idempotence():
+    conf, notes = realtime.java_producer_config({"enable.idempotence": "false", "bootstrap.servers": "x:1"})
+    assert conf["max.in.flight.requests.per.connection"] == "1"
+    assert notes and "one request in flight" in notes[0]
+    conf, notes = realtime.java_producer_config({"bootstrap.servers": "x:1"})
+    assert conf["enable.idempotence"] == "true" and conf["acks"] == "all" and not notes
