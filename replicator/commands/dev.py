@@ -68,4 +68,11 @@ def _fetch(args) -> int:
     artifacts.ensure_all()
     for s in artifacts.ALL_SETS:
         print(f"{s.name}\t{len(s.jars())} jars\t{s.directory}")
+    from replicator.datapath import jvmwriter
+
+    try:
+        # the real-time writer (spark-submit: pass this path with --jars)
+        print(f"real-time writer\t1 jar\t{jvmwriter.ensure_jar()}")
+    except jvmwriter.Unavailable as exc:
+        print(f"real-time writer\tnot built: {exc}; flows run in micro-batches")
     return 0
