@@ -59,26 +59,38 @@ KILLS_STEADY = 6  # while a producer keeps writing
 BACKLOG = 100_000
 
 
+#: per data path: the arguments of the killed runs, and how many kills during catch-up / steady
+PATHS = {
+    # capped batches, so that the catch-up takes many and kills land inside them
+    "micro-batch": (["--max-records-per-batch", "5000"], KILLS_CATCH_UP, KILLS_STEADY),
+    # records copied as they come, offsets checkpointed every 5 s ("batch" lines)
+    "real-time": (["--data-path", "real-time"], 2, 4),
+}
+
+
 @pytest.mark.timeout(1200)  # eleven Spark start-ups; about 4 minutes on an idle 2-core machine
-def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir):
-    """SIGKILL the whole replicator (driver, Spark JVM, Python workers) 10 times at random
-    moments: some during start-up, most mid-stream, first while a backlog is copied in capped
-    batches, then while a producer runs. Every record arrives; per-partition order holds."""
+@pytest.mark.parametrize("path", list(PATHS))
+def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir, path):
+    """SIGKILL the whole replicator (driver, Spark JVM, Python workers) at random moments:
+    some during start-up, most mid-stream, first while a backlog is copied, then while a
+    producer runs; on each data path. The last run takes the default path (so the
+    micro-batch case also crosses over to the real-time path mid-stream). Every record
+    arrives; per-partition order holds."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
-    topic = f"crash-{unique}"
+    topic = f"crash-{path}-{unique}"
     mirror = f"primary.{topic}"
     create_topic(primary, topic, 6)
     produce(primary, topic, ({"key": str(i % 97).encode(), "value": str(i).encode(), "partition": i % 6}
                              for i in range(BACKLOG)), **{"linger.ms": 50, "enable.idempotence": True})
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    args = ["--max-records-per-batch", "5000"]  # the catch-up takes many batches, so kills land inside it
+    args, kills_catch_up, kills_steady = PATHS[path]
     rng = random.Random(unique)
     kills = []
     producer = SteadyProducer(primary, topic, 6, first_id=BACKLOG)
     rep = None
     try:
-        for round_ in range(KILLS_CATCH_UP + KILLS_STEADY):
-            phase = "catch-up" if round_ < KILLS_CATCH_UP else "steady"
+        for round_ in range(kills_catch_up + kills_steady):
+            phase = "catch-up" if round_ < kills_catch_up else "steady"
             if phase == "steady" and not producer.is_alive():
                 producer.start()
             rep = Replicator(config, tmp_path / "ck", tmp_path / f"replicator-{round_}.log", args).start()
@@ -117,7 +129,7 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
                   "on_target": len(ids), "lost": lost, "duplicated": duplicated,
                   "catch_up_kills_before_backlog_copied": sum(1 for k in kills if k["phase"] == "catch-up"
                                                               and k["on_target_at_kill"] < BACKLOG)}
-        (artifacts_dir / "kill9-datapath.json").write_text(json.dumps(report, indent=2))
+        (artifacts_dir / f"kill9-datapath-{path}.json").write_text(json.dumps(report, indent=2))
         print("kill -9 loop:", json.dumps({k: v for k, v in report.items() if k != "kills"}), kills)
         assert lost == 0, report
         assert set(ids) == set(range(sent))
