@@ -104,7 +104,6 @@ class FlowReplicator:
         self._counters: realtime.Counters | None = None
         self._handover_start: dict | None = None
         self._last_rt_batch: int | None = None
-        self._last_starting = "earliest"
         self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
@@ -278,37 +277,51 @@ class FlowReplicator:
         if self.emitter is not None:
             syncs_conf = dict(self.config.client_config(self.syncs_cluster, "producer", self.flow))
             syncs_conf.update({"enable.idempotence": "true", "acks": "all", "linger.ms": "0"})
-        admin_conf = {k[len("kafka."):]: v for k, v in self._source_options.items() if k.startswith("kafka.")}
-        admin_conf.pop("isolation.level", None)
         topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        self._check_realtime_resume(ckpt)
         df = self._spark_kafka_source(ckpt)
-        if realtime.has_batches(ckpt):
-            resume = realtime.committed_offsets(ckpt) or {}
-        else:
-            resume = json.loads(self._last_starting) if self._last_starting.startswith("{") else {}
-        start_offsets = {(t, int(p)): int(o) for t, per in resume.items() for p, o in per.items()}
         self._counters = realtime.Counters(self.spark, self.name)
         self._counters.reset()
         self._last_rt_batch = None
         self.query = realtime.start_query(
-            self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, source=self.flow.source,
-            target=self.flow.target, producer_config=producer_conf,
+            self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, target=self.flow.target, producer_config=producer_conf,
             syncs_producer_config=syncs_conf,
-            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
-            source_admin_config=admin_conf, start_offsets=start_offsets)
+            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max)
         metrics().started(self.name, self.partitions)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
                  "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
                  self.flow.target, realtime.REALTIME_BATCH, ckpt)
 
+    def _check_realtime_resume(self, ckpt: Path) -> None:
+        """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
+        from replicator.control.offsetsyncs_reader import _watermarks
+
+        resume = realtime.committed_offsets(ckpt) if realtime.has_batches(ckpt) else self._handover_start
+        if not resume:
+            return
+        tps = [(t, int(p)) for t, per in resume.items() if t in self.assignment for p in per]
+        marks = _watermarks(self.config, self.flow.source, self.flow, tps)
+        adjusted, losses, resets = realtime.adjust_resume(resume, marks)
+        for topic, partition, first, last in losses:
+            lost = last - first + 1
+            log.warning("flow %s: DATA LOSS: %d records of source cluster %s topic %s partition %d (offsets %d..%d) "
+                        "were deleted there before they were replicated; copying goes on from offset %d (raise "
+                        "retention on the source or replicate faster)", self.name, lost, self.flow.source, topic,
+                        partition, first, last, last + 1)
+            metrics().lost(self.name, lost)
+        for topic, partition, old, new in resets:
+            log.warning("flow %s: source cluster %s topic %s partition %d was re-created or truncated: its end offset "
+                        "fell below offset %d, which the copy had reached; copying it again from its earliest offset "
+                        "%d, as MM2 does", self.name, self.flow.source, topic, partition, old, new)
+        if losses or resets:
+            realtime.restart_from(self.checkpoint_dir, realtime.REAL_TIME, adjusted)
+            self._handover_start = adjusted
+
     def _starting_offsets(self, ckpt: Path) -> str:
         if self._handover_start:
-            start = realtime.starting_offsets_json(self._handover_start, self.assignment)
-        else:
-            start = spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
-        self._last_starting = start
-        return start
+            return realtime.starting_offsets_json(self._handover_start, self.assignment)
+        return spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
 
     def _direct_source(self, wspec: WriterSpec):
         from replicator.datapath.source import SourceSpec, make_source_class
@@ -453,9 +466,9 @@ class FlowReplicator:
     def _poll_realtime(self) -> None:
         """Fold what the real-time writers copied since the last look into the stats and metrics.
 
-        In local mode the writers share the driver's JVM and report records, bytes, offset-syncs,
-        latency and data loss every half second; on a cluster only Spark's per-batch progress
-        (input rows) reaches the driver, and the writers' loss reports are in the executor logs.
+        In local mode the writers share the driver's JVM and report records, bytes, offset-syncs
+        and latency every half second; on a cluster only Spark's per-batch progress (input rows)
+        reaches the driver.
         """
         c = self._counters
         q = self.query
@@ -479,12 +492,6 @@ class FlowReplicator:
             records, nbytes, syncs, max_latency = int(progress.get("numInputRows") or 0), 0, 0, 0
         else:
             records = nbytes = syncs = max_latency = 0
-        for lost, topic, partition, first, last, resumed in c.losses():
-            log.warning("flow %s: DATA LOSS: %d records of source cluster %s topic %s partition %d (offsets %d..%d) "
-                        "were deleted there before they were replicated; copying goes on from offset %d (raise "
-                        "retention on the source or replicate faster)", self.name, lost, self.flow.source, topic,
-                        partition, first, last, resumed)
-            metrics().lost(self.name, lost)
         if records or syncs:
             st.records += records
             st.bytes += nbytes

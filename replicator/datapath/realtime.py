@@ -147,6 +147,14 @@ def has_batches(ckpt: Path) -> bool:
     return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
 
 
+def restart_from(flow_dir: Path, path: str, start: dict[str, dict[str, int]]) -> None:
+    """Drop ``path``'s checkpoint and have it start at ``start`` (written down first)."""
+    _write_marker(flow_dir, {"path": path, "start": start})
+    own = checkpoint_dir(flow_dir, path)
+    if own.exists():
+        shutil.rmtree(own)
+
+
 def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, dict[str, int]] | None:
     """Make ``path``'s checkpoint the one to resume; returns explicit start offsets or None.
 
@@ -177,6 +185,34 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
         log.info("flow %s: switching from the %s path to the %s path%s", flow_name, last, path,
                  f" at the offsets where its newest committed batch began" if start else "")
     return start or None
+
+
+def adjust_resume(resume: dict[str, dict[str, int]], marks: dict[tuple[str, int], tuple[int, int]]):
+    """Where a real-time query can really resume, given each partition's (log start, log end).
+
+    Spark's Kafka reader in real-time mode fails on a position outside the log (it does
+    not skip ahead as the micro-batch reader does), so the driver moves such partitions
+    itself: below the log start, the records in between were deleted before they were
+    copied — data loss, reported; above the log end, the partition was re-created or
+    truncated — copied again from its start, as MM2 does. Returns (offsets, losses as
+    (topic, partition, first lost, last lost), resets as (topic, partition, old offset, new)).
+    """
+    adjusted: dict[str, dict[str, int]] = {}
+    losses, resets = [], []
+    for topic, per in resume.items():
+        for p, off in per.items():
+            new = off
+            mark = marks.get((topic, int(p)))
+            if mark is not None and off >= 0:
+                low, high = mark
+                if off < low:
+                    losses.append((topic, int(p), off, low - 1))
+                    new = low
+                elif off > high:
+                    resets.append((topic, int(p), off, low))
+                    new = low
+            adjusted.setdefault(topic, {})[p] = new
+    return adjusted, losses, resets
 
 
 def starting_offsets_json(start: dict[str, dict[str, int]], assignment: dict[str, int]) -> str:
@@ -234,20 +270,14 @@ def _jmap(jvm, d: dict[str, str]):
     return m
 
 
-def start_query(spark, df, *, name: str, ckpt: Path, flow: str, source: str, target: str,
-                producer_config: dict[str, str], syncs_producer_config: dict[str, str] | None,
-                syncs_topic: str, topic_map: dict[str, str], offset_lag_max: int,
-                source_admin_config: dict[str, str], start_offsets: dict[tuple[str, int], int]):
-    """Start the real-time query; ``start_offsets``: where each partition resumes (for loss detection)."""
+def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, producer_config: dict[str, str],
+                syncs_producer_config: dict[str, str] | None, syncs_topic: str, topic_map: dict[str, str],
+                offset_lag_max: int):
     jvm = spark.sparkContext._jvm
-    starts = jvm.java.util.HashMap()
-    for (topic, partition), offset in start_offsets.items():
-        if offset >= 0:
-            starts.put(f"{topic}\t{partition}", str(int(offset)))
     writer = jvm.sparkmirror.MirrorForeachWriter(
-        flow, source, target, _jmap(jvm, producer_config),
+        flow, target, _jmap(jvm, producer_config),
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
-        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max), _jmap(jvm, source_admin_config), starts)
+        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max))
     w = (df.select(*COLUMNS).writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)
@@ -266,15 +296,15 @@ class Counters:
         except Exception:
             self._cls = None
 
-    def read(self) -> tuple[int, int, int, int, int] | None:
-        """(records, bytes, offset-syncs, max latency ms since the last read, records lost), totals."""
+    def read(self) -> tuple[int, int, int, int] | None:
+        """(records, bytes, offset-syncs: totals; max latency ms since the last read)."""
         if self._cls is None:
             return None
         try:
             c = list(self._cls.counters(self.flow))
         except Exception:
             return None
-        return int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4])
+        return int(c[0]), int(c[1]), int(c[2]), int(c[3])
 
     def positions(self) -> dict[tuple[str, int], int]:
         if self._cls is None:
@@ -287,20 +317,6 @@ class Counters:
         for line in str(text).splitlines():
             topic, p, nxt = line.split("\t")
             out[(topic, int(p))] = int(nxt)
-        return out
-
-    def losses(self) -> list[tuple[int, str, int, int, int, int]]:
-        """(records, topic, partition, first lost, last lost, copying resumed at) since the last call."""
-        if self._cls is None:
-            return []
-        try:
-            text = self._cls.drainEvents(self.flow)
-        except Exception:
-            return []
-        out = []
-        for line in str(text).splitlines():
-            n, topic, p, a, b, at = line.split("\t")
-            out.append((int(n), topic, int(p), int(a), int(b), int(at)))
         return out
 
     def reset(self) -> None:

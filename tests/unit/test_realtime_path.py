@@ -98,3 +98,22 @@ def test_java_producer_keeps_order_without_idempotence():
     assert notes and "one request in flight" in notes[0]
     conf, notes = realtime.java_producer_config({"bootstrap.servers": "x:1"})
     assert conf["enable.idempotence"] == "true" and conf["acks"] == "all" and not notes
+
+
+def test_resume_offsets_outside_the_log_are_moved_and_reported():
+    resume = {"t": {"0": 100, "1": 50, "2": 900, "3": -2}}
+    marks = {("t", 0): (150, 200), ("t", 1): (0, 80), ("t", 2): (0, 10), ("t", 3): (5, 9)}
+    adjusted, losses, resets = realtime.adjust_resume(resume, marks)
+    assert adjusted == {"t": {"0": 150, "1": 50, "2": 0, "3": -2}}
+    assert losses == [("t", 0, 100, 149)]
+    assert resets == [("t", 2, 900, 0)]
+
+
+def test_restart_from_drops_the_checkpoint_and_remembers_where_to_start(tmp_path):
+    flow_dir = tmp_path / "a-to-b"
+    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
+    _batch(rt_dir, 4, {"t": {"0": 100}})
+    realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
+    realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 150}})
+    assert not rt_dir.exists()
+    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 150}}

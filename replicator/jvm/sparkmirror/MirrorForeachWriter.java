@@ -3,33 +3,26 @@ package sparkmirror;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The real-time data path's writer. Spark runs one instance per Kafka partition and
@@ -47,32 +40,26 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Nothing is skipped: a failed delivery fails the task, so the batch is not committed
  * and Spark replays it (at-least-once). {@link #close} waits for every record of the task
- * and its syncs before the batch may commit. A gap that ends at the source partition's log
- * start is records deleted before they were copied: counted and reported as data loss.
+ * and its syncs before the batch may commit. (Records deleted on the source before they
+ * were read never show up here as a gap: Spark's real-time Kafka reader fails on them, and
+ * the driver reports the loss and moves the partition; see realtime.adjust_resume.)
  *
  * <p>Per executor JVM, producers are shared (their connections and metadata are worth
  * keeping across batches) and so is each partition's emitter state (pacing stays exact
- * across batch boundaries). Counters and loss reports are kept per flow for the driver to
- * read ({@link #counters}, {@link #positions}, {@link #drainEvents}) when it shares the
- * JVM (local mode); on a cluster they are in the executors' logs.
+ * across batch boundaries). Counters are kept per flow for the driver to read
+ * ({@link #counters}, {@link #positions}) when it shares the JVM (local mode).
  */
 public class MirrorForeachWriter extends ForeachWriter<Row> {
     private static final long serialVersionUID = 1L;
     public static final String ERROR_MARKER = "SPARKMIRROR_WRITE_ERROR";
-    private static final Logger LOG = LoggerFactory.getLogger("sparkmirror.realtime");
 
     private final String flow;
-    private final String sourceCluster;
     private final String targetCluster;
     private final HashMap<String, String> producerConfig;
     private final HashMap<String, String> syncsProducerConfig; // null: emit.offset-syncs.enabled = false
     private final String syncsTopic;
     private final HashMap<String, String> topicMap;
     private final long offsetLagMax;
-    private final HashMap<String, String> sourceAdminConfig;
-    // "topic\tpartition" -> the offset the query starts the partition at (from its checkpoint or the
-    // given starting offsets): a first record beyond it, at the log start, is records lost meanwhile
-    private final HashMap<String, Long> startOffsets;
 
     private transient Producer<byte[], byte[]> producer;
     private transient Producer<byte[], byte[]> syncsProducer;
@@ -84,32 +71,23 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private transient PartitionState lastState;
     private transient long[] counters;
 
-    public MirrorForeachWriter(String flow, String sourceCluster, String targetCluster,
+    public MirrorForeachWriter(String flow, String targetCluster,
                                Map<String, String> producerConfig, Map<String, String> syncsProducerConfig,
-                               String syncsTopic, Map<String, String> topicMap, long offsetLagMax,
-                               Map<String, String> sourceAdminConfig, Map<String, ?> startOffsets) {
+                               String syncsTopic, Map<String, String> topicMap, long offsetLagMax) {
         this.flow = flow;
-        this.sourceCluster = sourceCluster;
         this.targetCluster = targetCluster;
         this.producerConfig = new HashMap<>(producerConfig);
         this.syncsProducerConfig = syncsProducerConfig == null ? null : new HashMap<>(syncsProducerConfig);
         this.syncsTopic = syncsTopic;
         this.topicMap = new HashMap<>(topicMap);
         this.offsetLagMax = offsetLagMax;
-        this.sourceAdminConfig = new HashMap<>(sourceAdminConfig);
-        this.startOffsets = new HashMap<>();
-        for (Map.Entry<String, ?> e : startOffsets.entrySet()) {
-            this.startOffsets.put(e.getKey(), Long.parseLong(String.valueOf(e.getValue())));
-        }
     }
 
     // ---------------------------------------------------------------- shared per JVM
     private static final ConcurrentHashMap<String, Producer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
-    private static final ConcurrentHashMap<String, Admin> ADMINS = new ConcurrentHashMap<>();
     private static final ConcurrentHashMap<String, PartitionState> STATES = new ConcurrentHashMap<>();
-    // per flow: records, bytes, offset-syncs sent, max latency ms (since the last read), records lost
+    // per flow: records, bytes, offset-syncs sent, max latency ms (since the last read)
     private static final ConcurrentHashMap<String, long[]> COUNTERS = new ConcurrentHashMap<>();
-    private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<String>> EVENTS = new ConcurrentHashMap<>();
     private static final ScheduledExecutorService PENDING_FLUSHER = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "sparkmirror-offset-syncs");
         t.setDaemon(true);
@@ -134,17 +112,9 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         });
     }
 
-    private static Admin adminFor(Map<String, String> config) {
-        return ADMINS.computeIfAbsent(configKey(config), k -> {
-            Properties props = new Properties();
-            props.putAll(config);
-            return Admin.create(props);
-        });
-    }
-
-    /** Records, bytes, offset-syncs, max latency (ms, reset by this read), records lost. */
+    /** Records, bytes, offset-syncs, max latency (ms, reset by this read). */
     public static long[] counters(String flow) {
-        long[] c = COUNTERS.computeIfAbsent(flow, f -> new long[5]);
+        long[] c = COUNTERS.computeIfAbsent(flow, f -> new long[4]);
         synchronized (c) {
             long[] out = c.clone();
             c[3] = 0;
@@ -162,15 +132,6 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
             long next = s.ackedUpstream + 1;
             if (next > 0) sb.append(s.topic).append('\t').append(s.partition).append('\t').append(next).append('\n');
         }
-        return sb.toString();
-    }
-
-    /** Data-loss reports since the last call, one per line. */
-    public static String drainEvents(String flow) {
-        ConcurrentLinkedQueue<String> q = EVENTS.get(flow);
-        if (q == null) return "";
-        StringBuilder sb = new StringBuilder();
-        for (String e; (e = q.poll()) != null; ) sb.append(e).append('\n');
         return sb.toString();
     }
 
@@ -192,7 +153,6 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         final String syncsTopic;
         final long offsetLagMax;
         final long[] counters;
-        volatile long seenUpstream = -1; // newest offset handed to the producer (task thread)
         volatile long ackedUpstream = -1; // newest offset acknowledged by the target
         boolean started;
         long previousUpstream;
@@ -280,10 +240,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private PartitionState stateFor(String topic, int partition) {
         String key = flow + "\u0000" + topic + "\u0000" + partition;
         return STATES.computeIfAbsent(key, k -> {
-            PartitionState s = new PartitionState(topic, partition, syncsProducer, syncsTopic, offsetLagMax, counters);
-            Long start = startOffsets.get(topic + "\t" + partition);
-            if (start != null && start > 0) s.seenUpstream = start - 1;
-            return s;
+            return new PartitionState(topic, partition, syncsProducer, syncsTopic, offsetLagMax, counters);
         });
     }
 
@@ -294,7 +251,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         syncsProducer = syncsProducerConfig == null ? null : producerFor(syncsProducerConfig);
         failure = new AtomicReference<>();
         outstanding = new AtomicLong();
-        counters = COUNTERS.computeIfAbsent(flow, f -> new long[5]);
+        counters = COUNTERS.computeIfAbsent(flow, f -> new long[4]);
         return true;
     }
 
@@ -331,9 +288,6 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
                 headers.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
             }
         }
-        long seen = state.seenUpstream;
-        if (seen >= 0 && offset > seen + 1) checkLoss(state, seen, offset);
-        state.seenUpstream = offset;
         final String target = lastTarget;
         final long size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
         outstanding.incrementAndGet();
@@ -363,33 +317,6 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
                     + " partition " + partition + ": the record at source offset " + offset + " of " + topic
                     + " was not written: " + e, e);
         }
-    }
-
-    /** A gap from ``seen`` to ``offset``: records deleted on the source before they were read, or
-     *  legitimate (compaction, transaction markers)? Only a gap ending at the log start is loss. */
-    private void checkLoss(PartitionState state, long seen, long offset) {
-        long logStart;
-        try {
-            TopicPartition tp = new TopicPartition(state.topic, state.partition);
-            logStart = adminFor(sourceAdminConfig).listOffsets(Collections.singletonMap(tp, OffsetSpec.earliest()))
-                    .partitionResult(tp).get(30, TimeUnit.SECONDS).offset();
-        } catch (Exception e) {
-            LOG.warn("flow {}: could not read the log start of {}/{} on cluster {} to tell a gap from data loss: {}",
-                    flow, state.topic, state.partition, sourceCluster, e.toString());
-            return;
-        }
-        if (logStart <= seen + 1) return; // compaction or transaction markers
-        long lost = Math.min(logStart, offset) - (seen + 1);
-        if (lost <= 0) return;
-        synchronized (counters) {
-            counters[4] += lost;
-        }
-        String msg = lost + "\t" + state.topic + "\t" + state.partition + "\t" + (seen + 1) + "\t" + (seen + lost)
-                + "\t" + offset;
-        EVENTS.computeIfAbsent(flow, f -> new ConcurrentLinkedQueue<>()).add(msg);
-        LOG.warn("flow {}: DATA LOSS: {} records of source cluster {} topic {} partition {} (offsets {}..{}) were "
-                + "deleted there before they were replicated; copying goes on from offset {}", flow, lost,
-                sourceCluster, state.topic, state.partition, seen + 1, seen + lost, offset);
     }
 
     @Override

@@ -19,7 +19,7 @@ public class EmitterHarness {
         long lagMax = Long.parseLong(args[0]);
         MockProducer<byte[], byte[]> syncs = new MockProducer<>(true, null, new ByteArraySerializer(), new ByteArraySerializer());
         MirrorForeachWriter.PartitionState state =
-                new MirrorForeachWriter.PartitionState("t", 0, syncs, "syncs", lagMax, new long[5]);
+                new MirrorForeachWriter.PartitionState("t", 0, syncs, "syncs", lagMax, new long[4]);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         for (String line; (line = in.readLine()) != null; ) {
             line = line.trim();
