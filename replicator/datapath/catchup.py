@@ -183,3 +183,5 @@ def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -
                 stream.write("\r\x1b[2K")
             log.info("flow %s caught up: %s records in %s (%s records/s)", fr.name, f"{est.done:,}",
                      _duration(took), f"{est.done / took:,.0f}" if took else "-")
+        if est.measured and est.backlog < CAUGHT_UP_RECORDS and getattr(fr, "catching_up_first", False):
+            fr.caught_up()  # a flow that caught up in micro-batches goes real time

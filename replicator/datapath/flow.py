@@ -104,6 +104,8 @@ class FlowReplicator:
         self._counters: realtime.Counters | None = None
         self._handover_start: dict | None = None
         self._last_rt_batch: int | None = None
+        self.realtime_eligible = False
+        self.catching_up_first = False  # auto: in micro-batches until caught up, then real time
         self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
@@ -160,6 +162,14 @@ class FlowReplicator:
         if choice.path == realtime.REAL_TIME and slots_free is not None and self.partitions > slots_free:
             choice = realtime.Choice(realtime.MICRO_BATCH, f"{self.partitions} partitions need as many task slots "
                                      f"and {slots_free} are free (raise the master's slots, e.g. local[N])")
+        self.realtime_eligible = choice.path == realtime.REAL_TIME
+        self.catching_up_first = False
+        if choice.path == realtime.REAL_TIME and self.data_path == "auto":
+            backlog = self._backlog_estimate()
+            if backlog is not None and backlog >= realtime.CATCH_UP_FIRST_RECORDS:
+                self.catching_up_first = True
+                choice = realtime.Choice(realtime.MICRO_BATCH, f"{backlog:,} records behind: catching up in "
+                                         "micro-batches first (more records per second), then real time")
         if self.data_path == realtime.REAL_TIME and choice.path != realtime.REAL_TIME:
             raise SparkmirrorError(f"flow {self.name} cannot run on the real-time path: {choice.reason}",
                                    hint="use --data-path auto (the default) to fall back to micro-batches")
@@ -168,6 +178,38 @@ class FlowReplicator:
              else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
         self.path = choice
         return choice
+
+    def _backlog_estimate(self) -> int | None:
+        """Records between where the copy resumes (its newest committed batch, else the log start)
+        and the source's end, over the assigned partitions; None when the source cannot say."""
+        from replicator.control.offsetsyncs_reader import _watermarks
+
+        last = realtime.read_marker(self.checkpoint_dir).get("path") or realtime.MICRO_BATCH
+        committed = realtime.committed_offsets(realtime.checkpoint_dir(self.checkpoint_dir, last)) or {}
+        tps = [(t, p) for t, n in sorted(self.assignment.items()) for p in range(n)]
+        try:
+            marks = _watermarks(self.config, self.flow.source, self.flow, tps)
+        except Exception as exc:
+            log.debug("flow %s: backlog estimate: %s", self.name, exc)
+            return None
+        backlog = 0
+        for (t, p), (low, high) in marks.items():
+            at = committed.get(t, {}).get(str(p), low)
+            backlog += max(0, high - max(at, low))
+        return backlog
+
+    def caught_up(self) -> None:
+        """The progress loop saw the backlog gone: a flow that caught up in micro-batches goes real time."""
+        if not self.catching_up_first or self._closed:
+            return
+        with self._query_lock:
+            if self._closed or self._restart_at is not None:
+                return
+            self.catching_up_first = False
+            self.path = realtime.Choice(realtime.REAL_TIME, "caught up")
+            log.info("flow %s: caught up: switching to the real-time data path", self.name)
+            self._stop_query()
+            self._start_query()
 
     # -- topics ---------------------------------------------------------------------
     def refresh_topics(self) -> bool:

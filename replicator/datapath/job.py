@@ -87,7 +87,7 @@ class ReplicatorJob:
         self._writer_unavailable = unavailable
         for fr in self.flows:
             fr.choose_path(unavailable)
-        rt_partitions = sum(fr.partitions for fr in self.flows if fr.realtime)
+        rt_partitions = sum(fr.partitions for fr in self.flows if fr.realtime_eligible)
         cores = os.cpu_count() or 2
         master = self.master
         extra_jars = []
@@ -126,7 +126,7 @@ class ReplicatorJob:
         for fr in self.flows:
             if fr is changed or fr.data_path == "micro-batch":
                 continue
-            if fr.realtime:
+            if fr.realtime or fr.catching_up_first:
                 if used + fr.partitions > self._slots:
                     fr.choose_path(self._writer_unavailable, slots_free=max(self._slots - used, 0))
                 else:

@@ -46,6 +46,9 @@ REALTIME_BATCH = os.environ.get("SPARKMIRROR_REALTIME_BATCH", "5 seconds")
 MAX_REALTIME_PARTITIONS = 256
 #: Spare local task slots beyond today's partitions, for topics that appear or grow.
 SLOT_HEADROOM = 16
+#: With --data-path auto, a flow this many records behind at start catches up in micro-batches
+#: (the direct source copies more records per second) and goes real time once caught up.
+CATCH_UP_FIRST_RECORDS = int(os.environ.get("SPARKMIRROR_CATCH_UP_FIRST_RECORDS", "10000"))
 
 COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
 

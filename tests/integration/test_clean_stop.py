@@ -129,3 +129,35 @@ def test_sigterm_on_the_real_time_path_stops_at_a_checkpoint_and_loses_nothing(k
     duplicates = len(values) - len(set(values))
     # at 200 records/s, one second's worth would be 200: the stop came right after a checkpoint
     assert duplicates < 100, f"{duplicates} records copied twice"
+
+
+def test_a_backlog_is_copied_in_micro_batches_then_the_flow_goes_real_time(kafka_clusters, unique, tmp_path):
+    """--data-path auto: a flow far behind at start catches up in micro-batches (more records per
+    second) and switches to real time once caught up, where it started: nothing lost, and the
+    records written after the switch arrive."""
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"switch-{unique}"
+    create_topic(primary, topic, 2)
+    produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(20_000)))
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "run.log").start()
+    try:
+        rep.wait_for_log("catching up in micro-batches first", timeout=240)
+        rep.wait_for_log("switching to the real-time data path", timeout=240)
+        rep.wait_for_log("in real time (one task per partition", timeout=120)
+        produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2}
+                                 for i in range(20_000, 20_500)))
+        deadline = time.monotonic() + 180
+        values: list[bytes] = []
+        while time.monotonic() < deadline:
+            values = [m.value() for m in consume_all(dr, f"primary.{topic}")]
+            if len(set(values)) >= 20_500:
+                break
+            time.sleep(2)
+        assert rep.terminate() == 0
+    finally:
+        if rep.running():
+            rep.kill9()
+    assert set(values) == {str(i).encode() for i in range(20_500)}
+    # the real-time query started where the last micro-batch ended: nothing copied twice
+    assert len(values) == 20_500, f"{len(values) - 20_500} records copied twice across the switch"
