@@ -433,10 +433,27 @@ class FlowReplicator:
                 except Exception:
                     break
                 time.sleep(0.02)
+            run_id = None
+            if self.realtime:
+                from replicator.datapath.spark import quiet_stop_noise
+
+                quiet_stop_noise(self.spark, True)
+                try:
+                    run_id = str(q.runId)
+                except Exception:
+                    pass
             try:
                 q.stop()
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed
                 log.debug("flow %s: stop: %s", self.name, exc)
+            if self.realtime:
+                from replicator.datapath.spark import quiet_stop_noise, wait_jobs_done
+
+                # its tasks run to the end of their batch; a new query's start or Spark's stop waits
+                if run_id:
+                    wait_jobs_done(self.spark, run_id, realtime.batch_seconds() + 2)
+                if not self._closed:
+                    quiet_stop_noise(self.spark, False)
             self._stop_flag.unlink(missing_ok=True)
             if self._counters is not None:
                 self._poll_realtime()

@@ -95,3 +95,47 @@ def _quiet_fault_loggers(spark) -> None:
             configurator.setLevel(name, off)
     except Exception as exc:  # another log4j setup under spark-submit: keep Spark's own logging
         log.debug("could not quiet Spark's fault loggers: %s", exc)
+
+
+#: What Spark logs at ERROR when a real-time query is stopped on purpose while its long-lived
+#: tasks run: each task is interrupted and its uncommitted batch aborted (replayed on the next
+#: start). Silenced only while sparkmirror stops such a query; a failure otherwise is reported
+#: by the flow itself.
+STOP_NOISE_LOGGERS = (
+    "org.apache.spark.util.Utils",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.scheduler.TaskSchedulerImpl",
+    "org.apache.spark.scheduler.TaskSetManager",
+)
+
+
+def quiet_stop_noise(spark, quiet: bool) -> None:
+    if "SPARKMIRROR_SPARK_LOG_LEVEL" in os.environ:
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        level = jvm.org.apache.logging.log4j.Level.OFF if quiet else jvm.org.apache.logging.log4j.Level.ERROR
+        for name in STOP_NOISE_LOGGERS:
+            configurator.setLevel(name, level)
+    except Exception as exc:
+        log.debug("could not set Spark's stop loggers: %s", exc)
+
+
+def wait_jobs_done(spark, job_group: str, timeout: float) -> bool:
+    """Until no job of ``job_group`` (a query's run id) runs: a stopped real-time query's tasks
+    run on to the end of their batch."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    tracker = spark.sparkContext.statusTracker()
+    while time.monotonic() < deadline:
+        try:
+            running = [j for j in tracker.getJobIdsForGroup(job_group)
+                       if (info := tracker.getJobInfo(j)) is not None and info.status == "RUNNING"]
+        except Exception:
+            return False
+        if not running:
+            return True
+        time.sleep(0.05)
+    return False
