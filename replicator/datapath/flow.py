@@ -421,18 +421,28 @@ class FlowReplicator:
             self._stop_flag.touch()
             deadline = time.monotonic() + GRACEFUL_STOP_S
             rt_batch = _progress_batch(q) if self.realtime else None
+            at_boundary = False
             while time.monotonic() < deadline:
                 try:
                     if not q.isActive:
                         break
                     if self.realtime:
                         if _progress_batch(q) != rt_batch:
+                            at_boundary = True
                             break
                     elif not q.status.get("isTriggerActive"):
                         break
                 except Exception:
                     break
                 time.sleep(0.02)
+            if self.realtime:
+                if at_boundary:
+                    log.info("flow %s: real-time query stopped right after its checkpoint (batch %s)", self.name,
+                             _progress_batch(q))
+                else:
+                    log.info("flow %s: real-time query stopped before its next checkpoint (none within %.0f s): the "
+                             "records copied since batch %s will be copied again on restart (duplicates, never "
+                             "loss)", self.name, GRACEFUL_STOP_S, rt_batch)
             run_id = None
             if self.realtime:
                 from replicator.datapath.spark import quiet_stop_noise
