@@ -206,9 +206,9 @@ class FlowReplicator:
             if self._closed or self._restart_at is not None:
                 return
             self.catching_up_first = False
-            self.path = realtime.Choice(realtime.REAL_TIME, "caught up")
             log.info("flow %s: caught up: switching to the real-time data path", self.name)
-            self._stop_query()
+            self._stop_query()  # between micro-batches: the real-time query starts where the last one ended
+            self.path = realtime.Choice(realtime.REAL_TIME, "caught up")
             self._start_query()
 
     # -- topics ---------------------------------------------------------------------

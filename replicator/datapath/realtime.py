@@ -191,7 +191,7 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
     _write_marker(flow_dir, {"path": path, "start": start or {}})
     if last is not None:
         log.info("flow %s: switching from the %s path to the %s path%s", flow_name, last, path,
-                 f" at the offsets where its newest committed batch began" if start else "")
+                 " at the source offsets of its newest committed batch" if start else "")
     return start or None
 
 
