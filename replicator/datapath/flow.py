@@ -173,7 +173,7 @@ class FlowReplicator:
         if self.data_path == realtime.REAL_TIME and choice.path != realtime.REAL_TIME:
             raise SparkmirrorError(f"flow {self.name} cannot run on the real-time path: {choice.reason}",
                                    hint="use --data-path auto (the default) to fall back to micro-batches")
-        if choice.path != self.path.path:
+        if choice != self.path:
             (log.info if choice.path == realtime.REAL_TIME or self.data_path == realtime.MICRO_BATCH
              else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
         self.path = choice
