@@ -175,7 +175,7 @@ class FlowReplicator:
                                    hint="use --data-path auto (the default) to fall back to micro-batches")
         if choice != self.path:
             (log.info if choice.path == realtime.REAL_TIME or self.data_path == realtime.MICRO_BATCH
-             else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
+             or self.catching_up_first else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
         self.path = choice
         return choice
 
