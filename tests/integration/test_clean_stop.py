@@ -81,22 +81,34 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
     assert missing == 0, f"{missing} records lost across the SIGTERM"
 
 
-def test_sigterm_on_the_real_time_path_stops_at_a_checkpoint_and_loses_nothing(kafka_clusters, unique, tmp_path):
-    """A real-time query never ends a batch by itself: on SIGTERM it is stopped right after its
-    next checkpoint, so exit 0 within the grace period, no error line, nothing lost, and the
-    restart copies again only what arrived in the last moments (a handful of duplicates)."""
+
+def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clusters, unique, tmp_path):
+    """--data-path auto: a flow far behind at start catches up in micro-batches (more records per
+    second) and switches to real time once caught up, where it left off (no record copied twice).
+    A real-time query never ends a batch by itself: on SIGTERM it is stopped right after its next
+    checkpoint, so exit 0 within the grace period and no error line; the restart resumes the
+    real-time checkpoint and copies again only what arrived in the last moments."""
     from tests.integration.test_datapath_faults import SteadyProducer
 
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
-    topic = f"rt-stop-{unique}"
-    create_topic(primary, topic, 3)
+    topic = f"switch-{unique}"
+    backlog = 20_000
+    create_topic(primary, topic, 2)
+    produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)))
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    producer = SteadyProducer(primary, topic, 3, rate=200.0)
-    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=["--data-path", "real-time"]).start()
+    producer = SteadyProducer(primary, topic, 2, rate=200.0, first_id=backlog)
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log").start()
     try:
-        rep.wait_for_log("in real time (one task per partition", timeout=240)
+        rep.wait_for_log("catching up in micro-batches first", timeout=240)
+        rep.wait_for_log("switching to the real-time data path", timeout=240)
+        rep.wait_for_log("in real time (one task per partition", timeout=120)
+        copied = [m.value() for m in consume_all(dr, f"primary.{topic}", expected=backlog, timeout=120)]
+        assert len(copied) == backlog == len(set(copied)), "the switch copied records twice or lost some"
         producer.start()
-        rep.wait_for_log("real-time batch", timeout=120)  # records are flowing and a checkpoint passed
+        log_at = len(rep.log())
+        deadline = time.monotonic() + 120
+        while "real-time batch" not in rep.log()[log_at:] and time.monotonic() < deadline:
+            time.sleep(0.2)  # records are flowing in real time and a checkpoint passed
         time.sleep(2)
         signalled = time.monotonic()
         code = rep.terminate(timeout=GRACE_S + 20)
@@ -132,35 +144,3 @@ def test_sigterm_on_the_real_time_path_stops_at_a_checkpoint_and_loses_nothing(k
         assert duplicates < 100, f"{duplicates} records copied twice"
     else:  # a machine so loaded that no checkpoint came within the grace period: the log says so
         assert "stopped before its next checkpoint" in log, log[-3000:]
-
-
-def test_a_backlog_is_copied_in_micro_batches_then_the_flow_goes_real_time(kafka_clusters, unique, tmp_path):
-    """--data-path auto: a flow far behind at start catches up in micro-batches (more records per
-    second) and switches to real time once caught up, where it started: nothing lost, and the
-    records written after the switch arrive."""
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
-    topic = f"switch-{unique}"
-    create_topic(primary, topic, 2)
-    produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(20_000)))
-    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "run.log").start()
-    try:
-        rep.wait_for_log("catching up in micro-batches first", timeout=240)
-        rep.wait_for_log("switching to the real-time data path", timeout=240)
-        rep.wait_for_log("in real time (one task per partition", timeout=120)
-        produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2}
-                                 for i in range(20_000, 20_500)))
-        deadline = time.monotonic() + 180
-        values: list[bytes] = []
-        while time.monotonic() < deadline:
-            values = [m.value() for m in consume_all(dr, f"primary.{topic}")]
-            if len(set(values)) >= 20_500:
-                break
-            time.sleep(2)
-        assert rep.terminate() == 0
-    finally:
-        if rep.running():
-            rep.kill9()
-    assert set(values) == {str(i).encode() for i in range(20_500)}
-    # the real-time query started where the last micro-batch ended: nothing copied twice
-    assert len(values) == 20_500, f"{len(values) - 20_500} records copied twice across the switch"
