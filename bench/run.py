@@ -211,7 +211,7 @@ SPARKMIRROR_SYSTEMS = {
     # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
     # one does not resume from another's offset-syncs (and copy nothing).
     "sparkmirror": (("sm", "dr"), [], {}),  # the default: real-time mode where the flow allows it
-    "sparkmirror-microbatch": (("smb", "drb"), ["--data-path", "micro-batch"], {}),  # the direct source in micro-batches
+    "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),  # the direct source in micro-batches
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run
