@@ -20,17 +20,14 @@ for 180 s; latency is per record, arrival on the target minus the record's
 source timestamp (what a heartbeat shows), read by a probe with a 10 ms fetch wait.
 
 Systems:
-- **sparkmirror**: the default (`--data-path auto`), offset-syncs and heartbeats on.
-  A flow that starts 10,000+ records behind catches up in micro-batches (the
-  direct source: Spark plans and checkpoints offset ranges, one task per core
-  copies them with confluent-kafka, writer `linger.ms=5`, `acks=all`, idempotent),
-  then switches to Spark's real-time mode: one long-lived task per partition, each
-  record handed at once to the JVM writer (`acks=all`, idempotent, `linger.ms=0`),
-  offsets checkpointed every 5 s. So its catch-up rows measure the micro-batch
-  copy and its steady-state row the real-time path. Spark `local[cores +
-  partitions + 16, 4]`.
-- **sparkmirror-microbatch**: `--data-path micro-batch`: the direct source in
-  micro-batches throughout (the default before the real-time path), `local[*,4]`.
+- **sparkmirror**: Spark `local[*,4]`, the default direct source in micro-batches
+  (Spark plans and checkpoints offset ranges, one task per core copies them with
+  confluent-kafka), offset-syncs and heartbeats on, writer `linger.ms=5`,
+  `acks=all`, idempotent.
+- **sparkmirror-realtime** (when measured): `--data-path auto`: a backlog of
+  10,000+ records in micro-batches, then Spark's real-time mode (one long-lived
+  task per partition, each record handed at once to the JVM writer, offsets
+  checkpointed every 5 s), `local[cores + partitions + 16, 4]`.
 - **sparkmirror-kafka**: the same with `--source kafka` (Spark's
   spark-sql-kafka-0-10 source feeding the writer through Arrow), the data path
   before the benchmark issue.
@@ -128,7 +125,7 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
                        f"{f('peak_rss_mb')} |")
         if "sparkmirror" in by and not first.get("target_rate"):
             ratios = [f"sparkmirror/{p} = {by['sparkmirror']['records_per_s'] / by[p]['records_per_s']:.2f}x"
-                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-baseline", "sparkmirror-kafka",
+                      for p in ("mm2", "raw", "sparkmirror-realtime", "sparkmirror-baseline", "sparkmirror-kafka",
                                 "sparkmirror-eos")
                       if p in by and by[p]["records_per_s"]]
             if ratios:

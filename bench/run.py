@@ -210,8 +210,9 @@ SPARKMIRROR_SYSTEMS = {
     # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
     # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
     # one does not resume from another's offset-syncs (and copy nothing).
-    "sparkmirror": (("sm", "dr"), [], {}),  # the default: real-time mode where the flow allows it
-    "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),  # the direct source in micro-batches
+    "sparkmirror": (("sm", "dr"), [], {}),  # the default: the direct source in micro-batches
+    # a backlog in micro-batches, then Spark's real-time mode once caught up
+    "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "auto"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run

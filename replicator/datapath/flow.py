@@ -48,7 +48,10 @@ SLOW_BATCH_S = 20.0
 # record is named; nothing after it is committed). Every other failure — a broker
 # down, a deleted topic, a lost Spark task — restarts the query from its checkpoint.
 PERMANENT_WRITE_ERRORS = ("size too large", "invalid record", "authorization failed", "policy violation",
-                          "corrupt", "no target topic known", "invalid timestamp")
+                          "corrupt", "no target topic known", "invalid timestamp",
+                          # the same from the real-time path's Java producer (exception class names)
+                          "recordtoolargeexception", "invalidrecordexception", "authorizationexception",
+                          "policyviolationexception", "invalidtimestampexception")
 
 
 def summarize_spark_error(text: str) -> str:

@@ -97,7 +97,7 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)))
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
     producer = SteadyProducer(primary, topic, 2, rate=200.0, first_id=backlog)
-    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log").start()
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=["--data-path", "auto"]).start()
     try:
         rep.wait_for_log("catching up in micro-batches first", timeout=240)
         rep.wait_for_log("switching to the real-time data path", timeout=240)
@@ -124,7 +124,7 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     assert "summary: flow primary->dr:" in log[log.index("received SIGTERM"):]
     time.sleep(2)
     sent = producer.stop()
-    rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log").start()
+    rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=["--data-path", "auto"]).start()
     try:
         deadline = time.monotonic() + 240
         values: list[bytes] = []

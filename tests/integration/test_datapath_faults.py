@@ -73,7 +73,7 @@ PATHS = {
 def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir, path):
     """SIGKILL the whole replicator (driver, Spark JVM, Python workers) at random moments:
     some during start-up, most mid-stream, first while a backlog is copied, then while a
-    producer runs; on each data path. The last run takes the default path (so the
+    producer runs; on each data path. The last run takes --data-path auto (so the
     micro-batch case also crosses over to the real-time path mid-stream). Every record
     arrives; per-partition order holds."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
@@ -110,7 +110,7 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
                           "batches_logged": rep.log().count(" records, "),
                           "on_target_at_kill": _end_offsets_sum(dr, mirror),
                           "sent_at_kill": BACKLOG if phase == "catch-up" else producer.sent})
-        rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator-final.log").start()
+        rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator-final.log", ["--data-path", "auto"]).start()
         rep.wait_for_log("flow primary->dr: streaming", 180)
         time.sleep(3)
         sent = producer.stop()

@@ -295,9 +295,9 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
             producer.send(new ProducerRecord<>(target, partition, timestamp, key, value, headers), (md, e) -> {
                 try {
                     if (e != null) {
-                        failure.compareAndSet(null, ERROR_MARKER + ": cluster " + targetCluster + " topic " + target
-                                + " partition " + partition + ": the record at source offset " + offset + " of " + topic
-                                + " was not written: " + e);
+                        failure.compareAndSet(null, ERROR_MARKER + ": cluster " + targetCluster
+                                + " rejected a record: " + e + " (source topic " + topic + " partition " + partition
+                                + " offset " + offset + " -> target topic " + target + " partition " + partition + ")");
                     } else {
                         state.delivered(offset, md.offset());
                         long latency = System.currentTimeMillis() - timestamp;
