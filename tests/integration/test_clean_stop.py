@@ -23,6 +23,22 @@ def _batches(log: str) -> list[int]:
     return [int(b) for b in re.findall(r"flow primary->dr batch (\d+): \d+ records", log)]
 
 
+def _sigterm(rep: Replicator) -> tuple[int | None, float]:
+    """SIGTERM the replicator; (exit code, seconds it took)."""
+    signalled = time.monotonic()
+    code = rep.terminate(timeout=GRACE_S + 20)
+    return code, time.monotonic() - signalled
+
+
+def _assert_clean_stop(log: str, code: int | None, took: float) -> None:
+    """Exit 0 within the grace period, no error line or traceback, the summary after the signal."""
+    assert code == 0, log[-3000:]
+    assert took < GRACE_S + 15, f"stopped {took:.1f} s after SIGTERM"
+    for bad in (" ERROR ", "Traceback", "Exception", "Py4JNetworkError", "EOFError"):
+        assert bad not in log, f"{bad!r} in the log of a normal stop:\n{log[log.index(bad) - 1500:][:3000]}"
+    assert "summary: flow primary->dr:" in log[log.index("received SIGTERM"):]
+
+
 def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, unique, tmp_path):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"stop-{unique}"
@@ -49,22 +65,16 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
                                   rep.metrics_text()).group(1))
         assert 0 < backlog <= RECORDS
         batches_before = len(_batches(rep.log()))
-        signalled = time.monotonic()
-        code = rep.terminate(timeout=GRACE_S + 20)
-        took = time.monotonic() - signalled
+        code, took = _sigterm(rep)
     finally:
         if rep.running():
             rep.kill9()
     log = rep.log()
     after_signal = log[log.index("received SIGTERM"):]
-    assert code == 0, log[-3000:]
-    assert took < GRACE_S + 15, f"stopped {took:.1f} s after SIGTERM"
+    _assert_clean_stop(log, code, took)
     # at most the batch that was running when the signal came, not a stream of new ones
     assert len(_batches(after_signal)) <= 1, f"{_batches(after_signal)} batches after SIGTERM"
     assert batches_before < RECORDS // 2000, "the catch-up ended before the signal: nothing was tested"
-    for bad in (" ERROR ", "Traceback", "Exception", "Py4JNetworkError", "EOFError"):
-        assert bad not in log, f"{bad!r} in the log of a normal stop:\n{log[log.index(bad) - 1500:][:3000]}"
-    assert "summary: flow primary->dr:" in after_signal
 
     rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=args).start()
     try:
@@ -110,18 +120,12 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
         while "real-time batch" not in rep.log()[log_at:] and time.monotonic() < deadline:
             time.sleep(0.2)  # records are flowing in real time and a checkpoint passed
         time.sleep(2)
-        signalled = time.monotonic()
-        code = rep.terminate(timeout=GRACE_S + 20)
-        took = time.monotonic() - signalled
+        code, took = _sigterm(rep)
     finally:
         if rep.running():
             rep.kill9()
     log = rep.log()
-    assert code == 0, log[-3000:]
-    assert took < GRACE_S + 15, f"stopped {took:.1f} s after SIGTERM"
-    for bad in (" ERROR ", "Traceback", "Exception", "Py4JNetworkError", "EOFError"):
-        assert bad not in log, f"{bad!r} in the log of a normal stop:\n{log[log.index(bad) - 1500:][:3000]}"
-    assert "summary: flow primary->dr:" in log[log.index("received SIGTERM"):]
+    _assert_clean_stop(log, code, took)
     time.sleep(2)
     sent = producer.stop()
     rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=["--data-path", "auto"]).start()
