@@ -215,15 +215,25 @@ class MonitorState:
         health.up, health.error, health.last_ok_at = True, None, self.clock()
         health.failures, health.failing_since = 0, None
 
-    def cluster_failed(self, alias: str, error: str) -> bool:
-        """Count a failed request; True if it made the cluster down (see ``DOWN_AFTER_FAILURES``)."""
+    def cluster_failed(self, alias: str, error: str, sent_at: float | None = None) -> bool:
+        """Count a failed request; True if it made the cluster down (see ``DOWN_AFTER_FAILURES``).
+
+        ``sent_at``: when the failed request was sent. A request that waited its whole timeout
+        for a broker that is gone says the cluster has been failing since it was sent, not since
+        the answer came: counting from the answer added one request timeout to every outage
+        before the cluster was called down. Never earlier than the last success, though: a slow
+        request sent before the cluster answered again says nothing about the time after.
+        """
         health = self.clusters[alias]
         now = self.clock()
         health.error, health.last_error_at = error, now
         health.errors_total += 1
         health.failures += 1
-        if health.failing_since is None:
-            health.failing_since = now
+        since = now if sent_at is None else min(sent_at, now)
+        if health.last_ok_at is not None:
+            since = max(since, health.last_ok_at)
+        if health.failing_since is None or since < health.failing_since:
+            health.failing_since = since
         if health.up is False:
             return False
         if health.up is None or (health.failures >= DOWN_AFTER_FAILURES

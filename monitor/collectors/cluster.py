@@ -94,13 +94,14 @@ class ClusterClient:
         """Run ``fn(*args)`` in this cluster's threads; record reachability from the outcome."""
         loop = asyncio.get_running_loop()
         executor = self._probe_executor if probe else self._executor
+        sent_at = self.state.clock()
         try:
             result = await loop.run_in_executor(executor, fn, *args)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             message = describe(exc)
-            if self.state.cluster_failed(self.alias, message):
+            if self.state.cluster_failed(self.alias, message, sent_at):
                 log.warning("cluster %s unreachable: %s", self.alias, message, extra={"cluster": self.alias})
             raise ClusterUnavailable(message) from exc
         if self.state.clusters[self.alias].up is False:

@@ -542,6 +542,37 @@ def test_one_failed_request_among_successes_does_not_flip_cluster_up():
     assert run(state, clock).clusters[1].up is True
 
 
+def test_cluster_down_counts_from_when_the_failed_requests_were_sent():
+    """Requests that each waited a whole timeout for a stopped broker say the cluster has been
+    failing since they were sent: the cluster is down DOWN_AFTER_SECONDS after the outage began,
+    not one request timeout later. A request sent before the last success does not reach back."""
+    from monitor.state import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
+
+    timeout = 10.0
+    state, clock = make_state()
+    state.cluster_ok("b")
+    outage = clock.now = clock.now + 1
+    # one request a second, each failing after the timeout
+    sent = outage
+    clock.now = outage + timeout
+    for i in range(DOWN_AFTER_FAILURES):
+        assert state.cluster_failed("b", "All broker connections are down", sent_at=sent + i) is False
+    clock.now = outage + DOWN_AFTER_SECONDS + 0.1
+    assert state.cluster_failed("b", "All broker connections are down",
+                                sent_at=clock.now - timeout) is True
+    assert run(state, clock).clusters[1].up is False
+    # back: a slow request sent during the outage fails after the success; the next failures count
+    # from the success, not from that request
+    clock.now += 5
+    state.cluster_ok("b")
+    back = clock.now
+    for _ in range(DOWN_AFTER_FAILURES):
+        clock.now += 1
+        assert state.cluster_failed("b", "request timed out", sent_at=back - 20) is False
+    clock.now = back + DOWN_AFTER_SECONDS + 0.1
+    assert state.cluster_failed("b", "request timed out", sent_at=back - 20) is True
+
+
 def test_evaluation_in_steps_pauses_every_step_and_gives_the_same_result():
     from monitor import evaluator
 
