@@ -15,9 +15,13 @@ freshly started clusters and the same data, one system after the other.
 Catch-up throughput is measured from the first record on the target to the last
 (start-up is shown separately); CPU is the system's whole process tree (JVMs and
 Python workers, not the brokers) over that same window, per GB of record values.
-Steady state: records are produced at half of the same run's raw catch-up rate
-for 180 s; latency is per record, arrival on the target minus the record's
-source timestamp (what a heartbeat shows), read by a probe with a 10 ms fetch wait.
+Steady state: records are produced at half of the same run's raw catch-up rate,
+20 s of warm-up (not measured: a system's first seconds under load are JIT and
+first batches), then the measured part (180 s unless the command says otherwise);
+latency is per record, arrival on the target minus the record's source timestamp,
+read by a probe with a 10 ms fetch wait. Heartbeat latency is the same for the
+source's heartbeats arriving in `<alias>.heartbeats` (one a second; what the
+monitor's `sparkmirror_heartbeat_latency_seconds` measures).
 
 Systems:
 - **sparkmirror**: Spark `local[*,4]`, the default direct source in micro-batches
@@ -72,6 +76,33 @@ def _monitor_section(results: list[dict]) -> list[str]:
     return out
 
 
+def _median(values: list) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    return values[(len(values) - 1) // 2] if values else None  # the lower one of an even count
+
+
+def _steady_table(runs: dict[str, list[dict]]) -> list[str]:
+    """Steady state: per system the median of each latency figure over its runs, and the p99's spread."""
+    n = max(len(v) for v in runs.values())
+    out = []
+    if n > 1:
+        out.append(f"\nEach system ran {n} times, the systems taking turns; every figure is the median over "
+                   "the runs, the spread is the lowest and highest p99.\n")
+    out.append("\n| system | records/s | p50 latency s | p99 latency s | p99 spread s | max latency s | heartbeat "
+               "p50 s | heartbeat p99 s | start-up s | CPU s/GB | peak RSS MB |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for system, group in runs.items():
+        def m(key: str, fmt: str = "{}") -> str:
+            v = _median([r.get(key) for r in group])
+            return "—" if v is None else fmt.format(v)
+        p99s = sorted(r["p99_latency_s"] for r in group if r.get("p99_latency_s") is not None)
+        spread = f"{p99s[0]}–{p99s[-1]}" if len(p99s) > 1 else "—"
+        out.append(f"| {system} | {m('records_per_s', '{:,.0f}')} | {m('p50_latency_s')} | {m('p99_latency_s')} | "
+                   f"{spread} | {m('max_latency_s')} | {m('heartbeat_p50_latency_s')} | "
+                   f"{m('heartbeat_p99_latency_s')} | {m('startup_s')} | {m('cpu_s_per_gb')} | {m('peak_rss_mb')} |")
+    return out
+
+
 def write_benchmarks_md(path: Path | None = None) -> Path:
     results = json.loads((ROOT / "bench" / "results.json").read_text())
     newest: dict[str, str] = {}
@@ -101,6 +132,9 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
         runs: dict[str, list[dict]] = {}
         for r in rows:
             runs.setdefault(r["system"], []).append(r)
+        if first.get("target_rate"):
+            out.extend(_steady_table(runs))
+            continue
         repeated = any(len(v) > 1 for v in runs.values())
         if repeated:
             out.append("\nEach system ran {} times on freshly written data; each row is the run with the median "

@@ -12,8 +12,9 @@ local[*]) — starts it on the workload's data, measures, and stops it:
   b  catchup-2m-100b-12p  the same with 100-byte values
   c  catchup-2m-1kb-48p   the same over 48 partitions
   d  steady-1kb-12p       records produced at 50% of this run's raw ceiling (a)
-                          for 180 s; end-to-end latency (source timestamp to
-                          arrival on the target) p50 / p99 / max
+                          for 20 s of warm-up, then 180 s measured; end-to-end
+                          latency (source timestamp to arrival on the target)
+                          p50 / p99 / max, and heartbeat latency the same way
 
 Catch-up throughput is measured from the first record on the target to the last
 (start-up reported separately); CPU is the system's whole process tree (JVMs,
@@ -204,7 +205,7 @@ WORKLOADS = {
     "b": {"name": "catchup-2m-100b-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 100, "partitions": 12},
     "c": {"name": "catchup-2m-1kb-48p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 48},
     "d": {"name": "steady-1kb-12p", "kind": "steady", "value_bytes": 1024, "partitions": 12, "seconds": 180,
-          "load": 0.5},
+          "warm_up": 20.0, "load": 0.5},
 }
 SPARKMIRROR_SYSTEMS = {
     # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
@@ -307,10 +308,10 @@ def measure_catchup(system: str, wl: dict, src: str, dst: str, topic: str, work:
     return result
 
 
-def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work: Path) -> dict:
+def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work: Path, repeat: int = 1) -> dict:
     """Start the system on an empty topic, then produce at ``rate`` for the workload's seconds."""
     partitions, seconds, value_bytes = wl["partitions"], wl["seconds"], wl["value_bytes"]
-    topic = f"steady-{system}"
+    topic = f"steady-{system}" if repeat == 1 else f"steady-{system}-r{repeat}"
     log(f"{wl['name']}: {system} at {rate:,.0f} records/s for {seconds} s")
     create_topic(src, topic, partitions)
     started = time.monotonic()
@@ -326,9 +327,11 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         raise SystemExit(f"{system} did not start copying within 300 s; see {work}")
     startup = done - started
     expect = int(rate * seconds)
-    out = work / f"steady-{system}.json"
+    out = work / f"{topic}.json"
+    # a mirror carries the source's heartbeats topic to <alias>.heartbeats (the raw loop does not)
+    beats = [] if system == "raw" else ["--heartbeats-topic", f"{target_topic.split('.', 1)[0]}.heartbeats"]
     probe = subprocess.Popen([sys.executable, "-m", "bench.steady", "probe", "--bootstrap", dst, "--topic", target_topic,
-                              "--expect", str(expect), "--timeout", str(seconds + 120), "--out", str(out)],
+                              "--expect", str(expect), "--timeout", str(seconds + wl.get("warm_up", 0.0) + 120), "--out", str(out), *beats],
                              stdout=subprocess.PIPE, cwd=ROOT)
     probe.stdout.readline()  # ready: assigned at the current end
     sampler = TreeSampler([q.pid for q in procs])
@@ -337,9 +340,10 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
     cpu0 = sampler.cpu_seconds
     producer = subprocess.run([sys.executable, "-m", "bench.steady", "produce", "--bootstrap", src, "--topic", topic,
                                "--rate", str(rate), "--seconds", str(seconds), "--value-bytes", str(value_bytes),
-                               "--partitions", str(partitions)], capture_output=True, text=True, cwd=ROOT)
+                               "--partitions", str(partitions), "--warm-up", str(wl.get("warm_up", 0.0))],
+                              capture_output=True, text=True, cwd=ROOT)
     sent = json.loads(producer.stdout.strip().splitlines()[-1])
-    probe.wait(seconds + 180)
+    probe.wait(seconds + wl.get("warm_up", 0.0) + 180)
     sampler.stop()
     stop_system(system, procs)
     lat = json.loads(out.read_text())
@@ -352,10 +356,14 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         "cpu_s_per_gb": round((sampler.cpu_seconds - cpu0) / gb, 1) if gb else None,
         "cpu_s": round(sampler.cpu_seconds, 1), "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
         "records": sent["sent"], "received": lat["received"], "value_bytes": value_bytes, "partitions": partitions,
-        "target_rate": round(rate, 1), "seconds": seconds,
+        "target_rate": round(rate, 1), "seconds": seconds, "warm_up_s": wl.get("warm_up", 0.0), "repeat": repeat,
+        "heartbeat_p50_latency_s": lat.get("heartbeat_p50_s"), "heartbeat_p99_latency_s": lat.get("heartbeat_p99_s"),
+        "heartbeats": lat.get("heartbeat_received"),
     }
+    beats = (f"; heartbeats p50 {result['heartbeat_p50_latency_s']} s, p99 {result['heartbeat_p99_latency_s']} s "
+             f"({result['heartbeats']})" if result["heartbeats"] is not None else "")
     log(f"  {system}: sent {sent['sent']:,} at {sent['rate']:,.0f}/s, received {lat['received']:,}; latency p50 "
-        f"{lat['p50_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; CPU {result['cpu_s_per_gb']} s/GB")
+        f"{lat['p50_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; CPU {result['cpu_s_per_gb']} s/GB{beats}")
     delete_topics(src, topic)
     delete_topics(dst, topic)
     return result
@@ -398,11 +406,14 @@ def main(argv: list[str] | None = None) -> int:
                          "exactly-once mode, for their cost against the default); '' for none")
     ap.add_argument("--records", type=int, default=None, help="override the catch-up backlog size (quick runs)")
     ap.add_argument("--steady-seconds", type=float, default=None, help="override the steady-state duration")
+    ap.add_argument("--steady-warm-up", type=float, default=None,
+                    help="override the steady workload's unmeasured warm-up seconds")
     ap.add_argument("--steady-rate", type=float, default=None,
                     help="records/s for the steady workload (default: half of this run's raw rate in workload a)")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="catch-up runs per system and workload, each on freshly written data; "
-                         "BENCHMARKS.md shows the median and the spread (min-max)")
+                    help="runs per system and workload (catch-up: each on freshly written data; steady: "
+                         "each on a fresh topic, the systems taking turns); BENCHMARKS.md shows the median "
+                         "and the spread (min-max)")
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="a source tree of sparkmirror (e.g. `git archive main | tar x -C /tmp/base`) run as system "
                          "sparkmirror-baseline beside the others: a change's before and after in the same run")
@@ -460,9 +471,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 if args.steady_seconds:
                     wl["seconds"] = args.steady_seconds
+                if args.steady_warm_up is not None:
+                    wl["warm_up"] = args.steady_warm_up
                 rate = args.steady_rate or (raw_rate * wl["load"] if raw_rate else 50_000.0)
-                for system in systems:
-                    results.append(measure_steady(system, wl, rate, src, dst, work))
+                for repeat in range(1, args.repeats + 1):
+                    for system in systems:
+                        results.append(measure_steady(system, wl, rate, src, dst, work, repeat))
     finally:
         for c in clusters:
             c.stop()

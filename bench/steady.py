@@ -1,11 +1,13 @@
 """The two sides of the steady-state workload, each its own process.
 
-    python -m bench.steady produce --bootstrap B --topic T --rate R --seconds S --value-bytes N --partitions P
+    python -m bench.steady produce --bootstrap B --topic T --rate R --seconds S --value-bytes N --partitions P [--warm-up S]
     python -m bench.steady probe   --bootstrap B --topic T --expect N --timeout S --out FILE
 
 ``produce`` writes ``rate`` records/s (1 KB values by default) paced in 10 ms ticks,
 spread round-robin over the partitions, each with CreateTime = now, and prints how
-many it sent. ``probe`` reads the mirror topic on the target from its current end
+many it sent; with ``--warm-up S`` it first writes at the same rate for S seconds
+records keyed ``w...``, which the probe does not measure (a system's first seconds
+under load — JIT, first batches — are start-up, not steady state). ``probe`` reads the mirror topic on the target from its current end
 with a short fetch wait and records, per record, receive time minus the record's
 own (source) timestamp: the end-to-end latency a heartbeat would show, plus the
 probe's fetch delay (``fetch.wait.max.ms=10``). It writes percentiles to ``--out``.
@@ -19,7 +21,10 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+
+IDLE_STOP_S = 20.0
 
 
 def produce(args) -> int:
@@ -27,28 +32,35 @@ def produce(args) -> int:
                   "queue.buffering.max.kbytes": 1048576})
     value = os.urandom(args.value_bytes)
     per_tick = args.rate / 100.0
-    sent = 0
+    sent = warm = 0
     owed = 0.0
-    start = time.monotonic()
+    begin = time.monotonic()
+    start = begin + args.warm_up  # the measured part starts after the warm-up
     end = start + args.seconds
-    tick = start
+    tick = begin
     while True:
         now = time.monotonic()
         if now >= end:
             break
+        measured = now >= start
         owed += per_tick
         n = int(owed)
         owed -= n
         ts = int(time.time() * 1000)
         for _ in range(n):
+            # warm-up records are marked by their key: the probe takes no latency from them
+            key = b"%012d" % sent if measured else b"w%011d" % warm
             while True:
                 try:
-                    p.produce(args.topic, value=value, key=b"%012d" % sent, partition=sent % args.partitions,
+                    p.produce(args.topic, value=value, key=key, partition=(sent + warm) % args.partitions,
                               timestamp=ts)
                     break
                 except BufferError:
                     p.poll(0.01)
-            sent += 1
+            if measured:
+                sent += 1
+            else:
+                warm += 1
         p.poll(0)
         tick += 0.01
         delay = tick - time.monotonic()
@@ -56,35 +68,79 @@ def produce(args) -> int:
             time.sleep(delay)
     p.flush(120)
     elapsed = time.monotonic() - start
-    print(json.dumps({"sent": sent, "seconds": round(elapsed, 2), "rate": round(sent / elapsed, 1)}), flush=True)
+    print(json.dumps({"sent": sent, "warm_up_sent": warm, "seconds": round(elapsed, 2),
+                      "rate": round(sent / elapsed, 1)}), flush=True)
     return 0
 
 
-def probe(args) -> int:
-    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"bench-probe-{os.getpid()}",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
-                  "enable.partition.eof": False})
-    md = c.list_topics(args.topic, timeout=30)
-    parts = sorted(md.topics[args.topic].partitions)
-    ends = {p: c.get_watermark_offsets(TopicPartition(args.topic, p), timeout=30)[1] for p in parts}
-    c.assign([TopicPartition(args.topic, p, ends[p]) for p in parts])
-    print(json.dumps({"ready": True}), flush=True)
-    latencies: list[int] = []
-    deadline = time.monotonic() + args.timeout
-    while len(latencies) < args.expect and time.monotonic() < deadline:
-        msgs = c.consume(10000, 0.2)
-        now = int(time.time() * 1000)
-        for m in msgs:
-            if m.error() is None:
-                latencies.append(now - m.timestamp()[1])
-    c.close()
+def _latest_assignment(c: Consumer, topic: str) -> list[TopicPartition]:
+    md = c.list_topics(topic, timeout=30)
+    meta = md.topics.get(topic)
+    if meta is None or meta.error is not None:
+        return []
+    return [TopicPartition(topic, p, c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
+            for p in sorted(meta.partitions)]
+
+
+def _percentiles(latencies: list[int], prefix: str = "") -> dict:
     latencies.sort()
     n = len(latencies)
 
     def pct(q: float):
         return round(latencies[min(n - 1, int(q * n))] / 1000, 3) if n else None
 
-    out = {"received": n, "p50_s": pct(0.50), "p99_s": pct(0.99), "max_s": round(latencies[-1] / 1000, 3) if n else None}
+    return {f"{prefix}received": n, f"{prefix}p50_s": pct(0.50), f"{prefix}p99_s": pct(0.99),
+            f"{prefix}max_s": round(latencies[-1] / 1000, 3) if n else None}
+
+
+def probe(args) -> int:
+    """Tail the mirrored topic (and, if given, the mirrored heartbeats topic) from their ends:
+    latency = arrival minus the record's timestamp, which a mirror keeps from the source (a
+    heartbeat's record timestamp is the moment it was emitted: the monitor's heartbeat latency)."""
+    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"bench-probe-{os.getpid()}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
+                  "enable.partition.eof": False})
+    data = _latest_assignment(c, args.topic)
+    beats = _latest_assignment(c, args.heartbeats_topic) if args.heartbeats_topic else []
+    c.assign(data + beats)
+    print(json.dumps({"ready": True}), flush=True)
+    latencies: list[int] = []
+    heartbeat_latencies: list[int] = []
+    measured_since = None  # the source timestamp of the first measured record
+    deadline = time.monotonic() + args.timeout
+    last_measured = None
+    looked_for_beats = time.monotonic()
+    while len(latencies) < args.expect and time.monotonic() < deadline:
+        # the producer's pacing can end a few records short of rate x seconds: once the measured
+        # records stop arriving for IDLE_STOP_S, that is all there is (``received`` says how many)
+        if last_measured is not None and time.monotonic() - last_measured > IDLE_STOP_S:
+            break
+        if args.heartbeats_topic and not beats and time.monotonic() - looked_for_beats > 2:
+            # a mirror may create <alias>.heartbeats only at its first topic refresh: read it from its
+            # beginning once it exists (only heartbeats of the measured part count, see below)
+            looked_for_beats = time.monotonic()
+            beats = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                     for tp in _latest_assignment(c, args.heartbeats_topic)]
+            if beats:
+                c.incremental_assign(beats)
+        msgs = c.consume(10000, 0.2)
+        now = int(time.time() * 1000)
+        for m in msgs:
+            if m.error() is not None:
+                continue
+            ts = m.timestamp()[1]
+            if m.topic() != args.topic:
+                if measured_since is not None and ts >= measured_since:
+                    heartbeat_latencies.append(now - ts)
+            elif not (m.key() or b"").startswith(b"w"):  # not a warm-up record
+                latencies.append(now - ts)
+                last_measured = time.monotonic()
+                if measured_since is None:
+                    measured_since = ts
+    c.close()
+    out = _percentiles(latencies)
+    if args.heartbeats_topic:
+        out.update(_percentiles(heartbeat_latencies, "heartbeat_"))
     with open(args.out, "w") as f:
         json.dump(out, f)
     print(json.dumps(out), flush=True)
@@ -101,12 +157,15 @@ def main(argv=None) -> int:
     a.add_argument("--seconds", type=float, required=True)
     a.add_argument("--value-bytes", type=int, default=1024)
     a.add_argument("--partitions", type=int, required=True)
+    a.add_argument("--warm-up", type=float, default=0.0,
+                   help="seconds at the same rate before the measured part (records keyed w..., not measured)")
     b = sub.add_parser("probe")
     b.add_argument("--bootstrap", required=True)
     b.add_argument("--topic", required=True)
     b.add_argument("--expect", type=int, required=True)
     b.add_argument("--timeout", type=float, required=True)
     b.add_argument("--out", required=True)
+    b.add_argument("--heartbeats-topic", help="also measure heartbeats arriving in this topic")
     args = ap.parse_args(argv)
     return produce(args) if args.cmd == "produce" else probe(args)
 

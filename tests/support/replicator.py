@@ -45,6 +45,9 @@ class Replicator:
         # SPARKMIRROR_TEST_SOURCE=kafka|direct runs the suite against one data path
         if os.environ.get("SPARKMIRROR_TEST_SOURCE") and "--source" not in self.extra_args:
             self.extra_args += ["--source", os.environ["SPARKMIRROR_TEST_SOURCE"]]
+        # SPARKMIRROR_TEST_DATA_PATH=micro-batch|auto|real-time: the same for the data path
+        if os.environ.get("SPARKMIRROR_TEST_DATA_PATH") and "--data-path" not in self.extra_args:
+            self.extra_args += ["--data-path", os.environ["SPARKMIRROR_TEST_DATA_PATH"]]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Replicator":
