@@ -323,6 +323,16 @@ class FlowReplicator:
             syncs_conf = dict(self.config.client_config(self.syncs_cluster, "producer", self.flow))
             syncs_conf.update({"enable.idempotence": "true", "acks": "all", "linger.ms": "0"})
         topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
+        try:
+            limits = realtime.target_message_limits(admin(self.config, self.flow.target, self.flow),
+                                                    sorted(set(topic_map.values())))
+        except Exception as exc:  # the broker still rejects what is too large; the writer then says so
+            log.warning("flow %s: could not read the target topics' max.message.bytes on %s (%s): records too "
+                        "large for them are only found by the broker", self.name, self.flow.target, exc)
+            limits = {}
+        capped = realtime.cap_batch_size(producer_conf, limits)
+        if capped:
+            log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, capped)
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
         self._check_realtime_resume(ckpt)
         df = self._spark_kafka_source(ckpt)
@@ -332,7 +342,8 @@ class FlowReplicator:
         self.query = realtime.start_query(
             self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, target=self.flow.target, producer_config=producer_conf,
             syncs_producer_config=syncs_conf,
-            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max)
+            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
+            max_message_bytes=limits)
         metrics().started(self.name, self.partitions)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
                  "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
@@ -443,9 +454,10 @@ class FlowReplicator:
                     log.info("flow %s: real-time query stopped right after its checkpoint (batch %s)", self.name,
                              _progress_batch(q))
                 else:
+                    since = "its start" if rt_batch is None else f"batch {rt_batch}"
                     log.info("flow %s: real-time query stopped before its next checkpoint (none within %.0f s): the "
-                             "records copied since batch %s will be copied again on restart (duplicates, never "
-                             "loss)", self.name, GRACEFUL_STOP_S, rt_batch)
+                             "records copied since %s will be copied again on restart (duplicates, never "
+                             "loss)", self.name, GRACEFUL_STOP_S, since)
             run_id = None
             if self.realtime:
                 from replicator.datapath.spark import quiet_stop_noise

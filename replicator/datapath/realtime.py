@@ -274,6 +274,46 @@ def java_producer_config(user: dict[str, str]) -> tuple[dict[str, str], list[str
     return conf, notes
 
 
+def target_message_limits(admin_client, topics: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """Each target topic's ``max.message.bytes`` (its own or the broker's default); topics that
+    cannot be described are left out (their records are then only checked by the broker)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if not topics:
+        return {}
+    futures = admin_client.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                                            request_timeout=timeout)
+    out = {}
+    for res, fut in futures.items():
+        try:
+            entry = fut.result(timeout + 5).get("max.message.bytes")
+        except Exception as exc:
+            log.debug("describing max.message.bytes of %s: %s", res.name, exc)
+            continue
+        if entry is not None and entry.value is not None and str(entry.value).isdigit():
+            out[res.name] = int(entry.value)
+    return out
+
+
+def cap_batch_size(conf: dict[str, str], limits: dict[str, int]) -> str | None:
+    """Lower the producer's batch.size to the smallest target topic's max.message.bytes.
+
+    The Java producer splits a batch the broker rejects as too large into batches of
+    ``batch.size`` bytes (kafka-clients before 4.2, KAFKA-8350): when a topic's limit is
+    below ``batch.size`` a split batch is rejected again, forever, and the writer hangs.
+    Batches no larger than the smallest limit never hit that. Returns the note to log.
+    """
+    if not limits:
+        return None
+    topic, smallest = min(limits.items(), key=lambda kv: kv[1])
+    current = int(conf.get("batch.size", "16384"))
+    if smallest >= current:
+        return None
+    conf["batch.size"] = str(smallest)
+    return (f"producer batch.size lowered from {current} to {smallest}, the max.message.bytes of target topic "
+            f"{topic}: larger batches to it would be rejected and split again and again (KAFKA-8350)")
+
+
 def _jmap(jvm, d: dict[str, str]):
     m = jvm.java.util.HashMap()
     for k, v in d.items():
@@ -283,12 +323,13 @@ def _jmap(jvm, d: dict[str, str]):
 
 def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, producer_config: dict[str, str],
                 syncs_producer_config: dict[str, str] | None, syncs_topic: str, topic_map: dict[str, str],
-                offset_lag_max: int):
+                offset_lag_max: int, max_message_bytes: dict[str, int] | None = None):
     jvm = spark.sparkContext._jvm
     writer = jvm.sparkmirror.MirrorForeachWriter(
         flow, target, _jmap(jvm, producer_config),
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
-        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max))
+        syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max),
+        _jmap(jvm, {t: str(v) for t, v in (max_message_bytes or {}).items()}))
     w = (df.select(*COLUMNS).writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)

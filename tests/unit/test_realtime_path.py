@@ -117,3 +117,16 @@ def test_restart_from_drops_the_checkpoint_and_remembers_where_to_start(tmp_path
     realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 150}})
     assert not rt_dir.exists()
     assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 150}}
+
+
+def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
+    conf, _ = realtime.java_producer_config({})
+    assert realtime.cap_batch_size(conf, {}) is None
+    assert realtime.cap_batch_size(conf, {"a.big": 2_000_000, "a.default": 1_048_588}) is None
+    assert conf["batch.size"] == "1048576"
+    note = realtime.cap_batch_size(conf, {"a.big": 2_000_000, "a.small": 2000, "a.mid": 50_000})
+    assert conf["batch.size"] == "2000"
+    assert "a.small" in note and "1048576" in note and "2000" in note
+    # the user's own smaller batch.size stays
+    conf, _ = realtime.java_producer_config({"batch.size": "1000"})
+    assert realtime.cap_batch_size(conf, {"a.small": 2000}) is None and conf["batch.size"] == "1000"

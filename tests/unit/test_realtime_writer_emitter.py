@@ -1,4 +1,5 @@
-"""The real-time writer (Java) emits exactly the offset-syncs the Python OffsetSyncEmitter does.
+"""The real-time writer (Java) emits exactly the offset-syncs the Python OffsetSyncEmitter does,
+and measures a record as the broker does.
 
 Both implement MM2's emission rule; this feeds the same delivery reports — consecutive runs,
 upstream gaps (compaction, transaction markers), a downstream rewind (a replayed batch),
@@ -19,7 +20,8 @@ from replicator.datapath import jvmwriter
 from replicator.devenv import artifacts
 from replicator.model.offsets import OffsetSyncEmitter
 
-HARNESS = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror" / "EmitterHarness.java"
+JVM_SUPPORT = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror"
+HARNESSES = [JVM_SUPPORT / "EmitterHarness.java", JVM_SUPPORT / "SizeHarness.java"]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def harness_classpath():
     cp = ":".join([str(jar), str(artifacts.ensure(artifacts.SPARK_KAFKA).directory / "*"),
                    str(jvmwriter._pyspark_jars() / "*")])
     out = Path(tempfile.mkdtemp(prefix="emitter-harness-"))
-    subprocess.run([jvmwriter._javac(), "-nowarn", "-d", str(out), "-cp", cp, str(HARNESS)], check=True)
+    subprocess.run([jvmwriter._javac(), "-nowarn", "-d", str(out), "-cp", cp, *map(str, HARNESSES)], check=True)
     return f"{out}:{cp}"
 
 
@@ -76,3 +78,21 @@ def test_java_writer_emits_the_same_syncs_as_the_python_emitter(harness_classpat
     python = _python_syncs(lines, lag_max)
     assert len(python) > 20
     assert java == python
+
+
+def test_the_writers_size_check_is_the_size_on_the_wire(harness_classpath):
+    """The writer stops a flow on a record larger than the target topic's max.message.bytes
+    before sending it: its size must be exactly what the broker measures (a batch of one,
+    uncompressed), or it would stop on records the target accepts."""
+    rng = random.Random(7)
+    lines = ["-1 -1", "0 0", "-1 100", "3 5000", "10 1048576", "5 10 4:-1", "5 10 4:8 1:0 30:200"]
+    for _ in range(200):
+        headers = " ".join(f"{rng.randrange(0, 40)}:{rng.choice([-1, rng.randrange(0, 3000)])}"
+                           for _ in range(rng.choice([0, 0, 1, 3])))
+        lines.append(f"{rng.choice([-1, rng.randrange(0, 200)])} {rng.choice([-1, rng.randrange(0, 200_000)])} "
+                     f"{headers}".strip())
+    proc = subprocess.run(["java", "-cp", harness_classpath, "sparkmirror.SizeHarness"],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    pairs = [tuple(map(int, line.split())) for line in proc.stdout.splitlines()]
+    assert len(pairs) == len(lines)
+    assert [check for check, _ in pairs] == [wire for _, wire in pairs]

@@ -18,8 +18,16 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.InvalidTimestampException;
+import org.apache.kafka.common.errors.PolicyViolationException;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.DefaultRecord;
+import org.apache.kafka.common.record.DefaultRecordBatch;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
@@ -39,7 +47,11 @@ import org.apache.spark.sql.Row;
  * pending and sent within half a second (and at every batch end).
  *
  * <p>Nothing is skipped: a failed delivery fails the task, so the batch is not committed
- * and Spark replays it (at-least-once). {@link #close} waits for every record of the task
+ * and Spark replays it (at-least-once). A record the target can never take (larger than the
+ * target topic's {@code max.message.bytes}, checked before it is sent when the producer does
+ * not compress; or rejected as too large, invalid or unauthorized) stops the flow: nothing
+ * after it in its partition is sent, and the task's retries in this JVM fail at once instead
+ * of copying the records before it again. {@link #close} waits for every record of the task
  * and its syncs before the batch may commit. (Records deleted on the source before they
  * were read never show up here as a gap: Spark's real-time Kafka reader fails on them, and
  * the driver reports the loss and moves the partition; see realtime.adjust_resume.)
@@ -60,6 +72,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private final String syncsTopic;
     private final HashMap<String, String> topicMap;
     private final long offsetLagMax;
+    private final HashMap<String, Integer> maxMessageBytes; // target topic -> its max.message.bytes
+    private final boolean uncompressed;
 
     private transient Producer<byte[], byte[]> producer;
     private transient Producer<byte[], byte[]> syncsProducer;
@@ -73,7 +87,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
 
     public MirrorForeachWriter(String flow, String targetCluster,
                                Map<String, String> producerConfig, Map<String, String> syncsProducerConfig,
-                               String syncsTopic, Map<String, String> topicMap, long offsetLagMax) {
+                               String syncsTopic, Map<String, String> topicMap, long offsetLagMax,
+                               Map<String, String> maxMessageBytes) {
         this.flow = flow;
         this.targetCluster = targetCluster;
         this.producerConfig = new HashMap<>(producerConfig);
@@ -81,6 +96,12 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         this.syncsTopic = syncsTopic;
         this.topicMap = new HashMap<>(topicMap);
         this.offsetLagMax = offsetLagMax;
+        this.maxMessageBytes = new HashMap<>();
+        for (Map.Entry<String, String> e : maxMessageBytes.entrySet()) {
+            this.maxMessageBytes.put(e.getKey(), Integer.parseInt(e.getValue()));
+        }
+        String compression = producerConfig.getOrDefault("compression.type", "none").trim();
+        this.uncompressed = compression.isEmpty() || compression.equalsIgnoreCase("none");
     }
 
     // ---------------------------------------------------------------- shared per JVM
@@ -88,6 +109,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private static final ConcurrentHashMap<String, PartitionState> STATES = new ConcurrentHashMap<>();
     // per flow: records, bytes, offset-syncs sent, max latency ms (since the last read)
     private static final ConcurrentHashMap<String, long[]> COUNTERS = new ConcurrentHashMap<>();
+    // per flow: the record the target can never take (see the class comment); cleared by reset
+    private static final ConcurrentHashMap<String, String> PERMANENT = new ConcurrentHashMap<>();
     private static final ScheduledExecutorService PENDING_FLUSHER = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "sparkmirror-offset-syncs");
         t.setDaemon(true);
@@ -137,6 +160,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
 
     /** Forget a flow's partition states (its query starts over from a checkpoint). */
     public static void reset(String flow) {
+        PERMANENT.remove(flow);
         String prefix = flow + "\u0000";
         for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
             if (!e.getKey().startsWith(prefix)) continue;
@@ -247,6 +271,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     // ---------------------------------------------------------------- ForeachWriter
     @Override
     public boolean open(long partitionId, long epochId) {
+        String permanent = PERMANENT.get(flow);
+        if (permanent != null) throw new IllegalStateException(permanent);
         producer = producerFor(producerConfig);
         syncsProducer = syncsProducerConfig == null ? null : producerFor(syncsProducerConfig);
         failure = new AtomicReference<>();
@@ -255,8 +281,23 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         return true;
     }
 
+    static boolean isPermanent(Exception e) {
+        return e instanceof RecordTooLargeException || e instanceof RecordBatchTooLargeException
+                || e instanceof InvalidRecordException || e instanceof AuthorizationException
+                || e instanceof PolicyViolationException || e instanceof InvalidTimestampException;
+    }
+
+    /** The size of a record as a batch of one on the wire (what the broker checks against max.message.bytes). */
+    static int sizeAsBatch(byte[] key, byte[] value, List<Header> headers) {
+        Header[] hs = headers == null ? new Header[0] : headers.toArray(new Header[0]);
+        return DefaultRecordBatch.RECORD_BATCH_OVERHEAD + DefaultRecord.sizeInBytes(0, 0L,
+                key == null ? null : ByteBuffer.wrap(key), value == null ? null : ByteBuffer.wrap(value), hs);
+    }
+
     @Override
     public void process(Row row) {
+        String permanent = PERMANENT.get(flow);
+        if (permanent != null) throw new IllegalStateException(permanent);
         String err = failure.get();
         if (err != null) throw new IllegalStateException(err);
         String topic = row.getString(0);
@@ -290,14 +331,29 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         }
         final String target = lastTarget;
         final long size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
+        Integer limit = maxMessageBytes.get(target);
+        if (limit != null && uncompressed) {
+            int asBatch = sizeAsBatch(key, value, headers);
+            if (asBatch > limit) {
+                String message = ERROR_MARKER + ": cluster " + targetCluster + " rejected a record: "
+                        + "org.apache.kafka.common.errors.RecordTooLargeException: it is " + asBatch
+                        + " bytes as a batch of one, more than max.message.bytes = " + limit + " of target topic "
+                        + target + " (source topic " + topic + " partition " + partition + " offset " + offset
+                        + " -> target topic " + target + " partition " + partition + ")";
+                PERMANENT.putIfAbsent(flow, message);
+                throw new IllegalStateException(message);
+            }
+        }
         outstanding.incrementAndGet();
         try {
             producer.send(new ProducerRecord<>(target, partition, timestamp, key, value, headers), (md, e) -> {
                 try {
                     if (e != null) {
-                        failure.compareAndSet(null, ERROR_MARKER + ": cluster " + targetCluster
+                        String message = ERROR_MARKER + ": cluster " + targetCluster
                                 + " rejected a record: " + e + " (source topic " + topic + " partition " + partition
-                                + " offset " + offset + " -> target topic " + target + " partition " + partition + ")");
+                                + " offset " + offset + " -> target topic " + target + " partition " + partition + ")";
+                        failure.compareAndSet(null, message);
+                        if (isPermanent(e)) PERMANENT.putIfAbsent(flow, message);
                     } else {
                         state.delivered(offset, md.offset());
                         long latency = System.currentTimeMillis() - timestamp;
@@ -313,9 +369,11 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
             });
         } catch (RuntimeException e) {
             outstanding.decrementAndGet();
-            throw new IllegalStateException(ERROR_MARKER + ": cluster " + targetCluster + " topic " + target
+            String message = ERROR_MARKER + ": cluster " + targetCluster + " topic " + target
                     + " partition " + partition + ": the record at source offset " + offset + " of " + topic
-                    + " was not written: " + e, e);
+                    + " was not written: " + e;
+            if (isPermanent(e)) PERMANENT.putIfAbsent(flow, message);
+            throw new IllegalStateException(message, e);
         }
     }
 
