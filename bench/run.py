@@ -214,6 +214,8 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror": (("sm", "dr"), [], {}),  # the default: the direct source in micro-batches
     # a backlog in micro-batches, then Spark's real-time mode once caught up
     "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "auto"], {}),
+    # micro-batches only, whatever the default is
+    "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run

@@ -107,6 +107,8 @@ class FlowReplicator:
         self._counters: realtime.Counters | None = None
         self._handover_start: dict | None = None
         self._last_rt_batch: int | None = None
+        self._rt_batch_started = time.monotonic()  # when the running real-time batch began
+        self._rt_copied_at = time.monotonic()  # when the real-time writers last reported copied records
         self.realtime_eligible = False
         self.catching_up_first = False  # auto: in micro-batches until caught up, then real time
         self.source_mode = source_mode
@@ -339,6 +341,7 @@ class FlowReplicator:
         self._counters = realtime.Counters(self.spark, self.name)
         self._counters.reset()
         self._last_rt_batch = None
+        self._rt_batch_started = self._rt_copied_at = time.monotonic()
         self.query = realtime.start_query(
             self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, target=self.flow.target, producer_config=producer_conf,
             syncs_producer_config=syncs_conf,
@@ -577,6 +580,7 @@ class FlowReplicator:
         else:
             records = nbytes = syncs = max_latency = 0
         if records or syncs:
+            self._rt_copied_at = time.monotonic()
             st.records += records
             st.bytes += nbytes
             st.offset_syncs += syncs
@@ -597,6 +601,24 @@ class FlowReplicator:
                              b / 1e6, r / seconds if seconds else 0.0, seconds, lat / 1000, s)
             st.rt_window = [0, 0, 0, 0]
             self._last_rt_batch = batch_id
+            self._rt_batch_started = time.monotonic()
+        # A real-time batch ends every batch_seconds() once its writers have every record
+        # acknowledged: one that runs far longer waits for a cluster; say which, as for micro-batches.
+        running_for = time.monotonic() - self._rt_batch_started
+        if running_for >= realtime.batch_seconds() + SLOW_BATCH_S \
+                and time.monotonic() - self._slow_reported_at >= SLOW_BATCH_S:
+            self._slow_reported_at = time.monotonic()
+            self._report_slow_batch(0 if self._last_rt_batch is None else self._last_rt_batch + 1,
+                                    self._rt_batch_started)
+        elif time.monotonic() - max(self._rt_copied_at, self._slow_reported_at) >= SLOW_BATCH_S:
+            # Batches keep ending on time while the source is away (the reader finds nothing new):
+            # when nothing was copied for a while, look whether a cluster is down and say so.
+            self._slow_reported_at = time.monotonic()
+            down = self._unreachable_clusters()
+            if down:
+                log.warning("flow %s: nothing copied for %.0f s, waiting: %s; copying resumes by itself when it "
+                            "answers (nothing is skipped)", self.name, time.monotonic() - self._rt_copied_at,
+                            "; ".join(down))
 
     def copied_offsets(self) -> dict[tuple[str, int], int] | None:
         """Where the copy has got to per source partition (for the catch-up estimate)."""

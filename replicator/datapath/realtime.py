@@ -41,6 +41,8 @@ PATHS = ("auto", REAL_TIME, MICRO_BATCH)
 #: as they come whatever it is; it bounds what a crash replays and how long a clean stop
 #: waits for a batch boundary.
 REALTIME_BATCH = os.environ.get("SPARKMIRROR_REALTIME_BATCH", "5 seconds")
+
+
 def batch_seconds() -> float:
     number, _, unit = REALTIME_BATCH.partition(" ")
     return float(number) * (60.0 if unit.startswith("min") else 1.0)

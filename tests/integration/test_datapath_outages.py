@@ -134,7 +134,9 @@ def outage(cluster, mon: MonitorProcess, rep: Replicator, record: dict) -> None:
     assert seen_not_ok, f"the monitor's flow status stayed OK while {cluster.name} was down"
 
 
-def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, tmp_path, unique, artifacts_dir):
+@pytest.mark.parametrize("data_path", ["micro-batch", "auto"])
+def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, tmp_path, unique, artifacts_dir,
+                                                               data_path):
     primary, dr = outage_clusters.primary, outage_clusters.dr
     topic = f"outage-{unique}"
     mirror = f"primary.{topic}"
@@ -142,8 +144,8 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
     config = write_config(tmp_path / "mm2.properties", primary.bootstrap, dr.bootstrap,
                           {"primary->dr.topics": topic})
     producer = SteadyProducer(primary.bootstrap, topic, 4, rate=200.0)
-    report: dict = {"topic": topic, "outage_s": OUTAGE_S}
-    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log").start()
+    report: dict = {"topic": topic, "outage_s": OUTAGE_S, "data_path": data_path}
+    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log", extra_args=["--data-path", data_path]).start()
     mon = MonitorProcess(tmp_path / "monitor", config, "--interval", "1")
     try:
         producer.start()
@@ -180,7 +182,7 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
             report.setdefault(name, {}).update(c)
         report.update({"sent": sent, "on_target": len(ids), "lost": sent - len(set(ids)),
                        "duplicated": len(ids) - len(set(ids))})
-        (artifacts_dir / "broker-outages.json").write_text(json.dumps(report, indent=2))
+        (artifacts_dir / f"broker-outages-{data_path}.json").write_text(json.dumps(report, indent=2))
         print("broker outages:", json.dumps(report, indent=1))
         assert report["lost"] == 0, report
         assert set(ids) == set(range(sent))
@@ -213,9 +215,14 @@ def python_workers(rep: Replicator) -> list:
 
 
 @pytest.mark.timeout(900)
-def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_path, unique, artifacts_dir):
+@pytest.mark.parametrize("data_path", ["micro-batch", "auto"])
+def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_path, unique, artifacts_dir,
+                                                          data_path):
     """Python workers SIGKILLed mid-batch (Spark retries the task), a source topic and a mirror
-    topic deleted while replicated, then the Spark checkpoint directory removed between two runs."""
+    topic deleted while replicated, then the Spark checkpoint directory removed between two runs.
+
+    On the real-time path (``auto`` with no backlog) the records never pass through a Python
+    worker, so that fault does not exist there: the topic deletions and the lost checkpoint do."""
     import shutil
 
     from confluent_kafka.admin import AdminClient
@@ -236,16 +243,20 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
     producers = (p_main, p_gone, p_re)
     report: dict = {"topics": [main, gone, remirrored], "offset.lag.max": lag_max}
     ck = tmp_path / "ck"
-    rep = Replicator(config, ck, tmp_path / "replicator-1.log").start()
+    args = ["--data-path", data_path]
+    rep = Replicator(config, ck, tmp_path / "replicator-1.log", extra_args=args).start()
     try:
         for p in producers:
             p.start()
         wait_until(lambda: target_count(dr, f"primary.{main}") > 500, 180, "records of the main topic", rep)
+        realtime = "real-time data path" in rep.log()
+        assert realtime == (data_path == "auto"), rep.log()[-3000:]
+        report["data_path"] = "real-time" if realtime else "micro-batch"
 
         # 1. task failures: SIGKILL every forked Python worker while batches run
         first = p_main.sent
         kills = []
-        for _ in range(3):
+        for _ in range(0 if realtime else 3):
             workers = wait_until(lambda: python_workers(rep), 60, "a running PySpark worker", rep, every=0.2)
             for w in workers:
                 w.kill()
@@ -253,28 +264,30 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
             before = target_count(dr, f"primary.{main}")
             wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
                        "records after a worker kill", rep)
-        rep.wait_for_log("Spark task attempts failed and were retried", 180)
+        if not realtime:
+            rep.wait_for_log("Spark task attempts failed and were retried", 180)
         retried = [l for l in rep.log().splitlines() if "Spark task attempts failed and were retried" in l]
         report["task_failure"] = {"workers_killed": kills, "kill_rounds": len(kills),
                                   "retry_lines": [l.split(": ", 1)[-1] for l in retried],
                                   "query_restarts": rep.log().count("the streaming query failed")}
-        assert retried, f"no batch reported retried task attempts:\n{rep.log()[-4000:]}"
+        assert retried or realtime, f"no batch reported retried task attempts:\n{rep.log()[-4000:]}"
 
         # 1b. a task that fails more often than Spark retries it fails the batch and the query:
         # the flow restarts the query from its checkpoint by itself
         produce(primary, burst, ({"value": str(i).encode(), "partition": i % 2} for i in range(BURST)),
                 **{"linger.ms": 50})
         burst_kills = 0
-        while "the streaming query failed" not in rep.log():
+        while not realtime and "the streaming query failed" not in rep.log():
             assert burst_kills < 12, f"the query never failed after {burst_kills} kill rounds:\n{rep.log()[-4000:]}"
             for w in wait_until(lambda: python_workers(rep), 120, "a running PySpark worker", rep, every=0.1):
                 w.kill()
             burst_kills += 1
             time.sleep(0.5)
-        rep.wait_for_log("restarted after the failure", 180)
-        failed_line = next(l for l in rep.log().splitlines() if "the streaming query failed" in l)
-        report["task_failure"].update({"burst_kill_rounds": burst_kills,
-                                       "query_failure_line": failed_line.split(": ", 1)[-1][:400]})
+        if not realtime:
+            rep.wait_for_log("restarted after the failure", 180)
+            failed_line = next(l for l in rep.log().splitlines() if "the streaming query failed" in l)
+            report["task_failure"].update({"burst_kill_rounds": burst_kills,
+                                           "query_failure_line": failed_line.split(": ", 1)[-1][:400]})
         task_phase = (first, p_main.sent)
 
         # 2. a source topic deleted while replicated
@@ -305,7 +318,7 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         # 4. the Spark checkpoint lost between two runs: resume from the offset-syncs
         stop_mark = p_main.sent
         shutil.rmtree(ck)
-        rep = Replicator(config, ck, tmp_path / "replicator-2.log").start()
+        rep = Replicator(config, ck, tmp_path / "replicator-2.log", extra_args=args).start()
         rep.wait_for_log("no Spark checkpoint found", 180)
         resume_line = next(l for l in rep.log().splitlines() if "no Spark checkpoint found" in l)
         assert "resuming from the offset-syncs" in resume_line, resume_line
@@ -341,7 +354,7 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
                 "on_recreated_topic": len(re_ids)},
             "source_topic_deleted": {**report["source_topic_deleted"], "sent_before_deletion": gone_sent},
         })
-        (artifacts_dir / "datapath-faults.json").write_text(json.dumps(report, indent=2))
+        (artifacts_dir / f"datapath-faults-{data_path}.json").write_text(json.dumps(report, indent=2))
         print("datapath faults:", json.dumps(report, indent=1))
         assert report["main"]["lost"] == 0, report
         assert set(ids) == set(range(sent))
