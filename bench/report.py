@@ -33,8 +33,8 @@ Systems:
   task per partition, each record handed at once to the JVM writer, offsets
   checkpointed every 5 s), `local[cores + partitions + 16, 4]`.
 - **sparkmirror-kafka**: the same with `--source kafka` (Spark's
-  spark-sql-kafka-0-10 source feeding the writer through Arrow), the data path
-  before the benchmark issue.
+  spark-sql-kafka-0-10 source feeding the writer through Arrow), the path
+  exactly-once flows run on.
 - **sparkmirror-eos**: the default with exactly-once on for the flow
   (`dr.exactly.once.source.support = enabled`; runs on `--source kafka`):
   one Kafka transaction per source partition and batch.

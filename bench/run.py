@@ -1,6 +1,6 @@
 """One command, three systems, the same data, the same machine, the same run.
 
-    python -m bench.run                       # all four workloads of the benchmark issue
+    python -m bench.run                       # all four workloads
     python -m bench.run --workloads a --records 200000     # a quick look
 
 Starts two fresh single-node KRaft clusters, then for each workload and each

@@ -53,13 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue  # subcommand not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     # Also accepted after the subcommand (`sparkmirror replicate --log-format json ...`).
     for subparser in {id(p): p for p in sub.choices.values()}.values():
         subparser.add_argument("--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,

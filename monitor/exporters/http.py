@@ -9,9 +9,8 @@
   seconds and records and throughput over the last hours, the status page's charts.
 - ``/healthz``: the monitor itself: 200 while evaluations are fresh, 503 when the
   evaluator has not run for three intervals. Cluster trouble never fails it.
-- ``/``: the status page. The module ``monitor/exporters/page.py``
-  exposing ``async def handle(request, status: dict) -> web.Response`` replaces the
-  placeholder below (``status`` is the /api/status document).
+- ``/``: the status page (``monitor.exporters.page``), rendered from the
+  /api/status document and the flows' history.
 
 With ``--web-config-file`` (replicator.webconfig) every path asks for basic auth
 except ``/healthz``: liveness probes and load balancers rarely carry
@@ -22,8 +21,6 @@ clusters. TLS, when configured, covers every path including /healthz.
 from __future__ import annotations
 
 import asyncio
-import html
-import importlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -33,14 +30,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from monitor.evaluator import Evaluation
-from monitor.history import History
+from monitor.exporters import page
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render
+from monitor.history import History
 from replicator.webconfig import WWW_AUTHENTICATE, FailedLogins
 from replicator.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -53,30 +50,6 @@ class HttpSources:
     version: str = ""
     web: LiveWebConfig | None = None  # --web-config-file: basic auth (TLS is the site's)
     history: History | None = None    # the flows' history (/api/history, the status page's charts)
-
-
-def _page_module():
-    try:
-        return importlib.import_module("monitor.exporters.page")
-    except ModuleNotFoundError as exc:
-        if exc.name != "monitor.exporters.page":
-            raise
-        return None
-
-
-async def _placeholder_page(_request: web.Request, status: dict) -> web.Response:
-    rows = "".join(
-        f"<tr><td>{html.escape(f['name'])}</td><td>{html.escape(f['status'])}</td>"
-        f"<td>{f['lag']['records']}</td><td>{f['lag']['seconds']}</td>"
-        f"<td>{f['heartbeat']['age_seconds']}</td></tr>" for f in status.get("flows", []))
-    body = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>sparkmirror monitor</title></head><body>"
-        f"<h1>sparkmirror monitor: {html.escape(str(status.get('status')))}</h1>"
-        "<table border='1'><tr><th>flow</th><th>status</th><th>lag (records)</th><th>lag (s)</th>"
-        f"<th>heartbeat age (s)</th></tr>{rows}</table>"
-        "<p><a href='/metrics'>/metrics</a> · <a href='/api/status'>/api/status</a> · "
-        "<a href='/healthz'>/healthz</a></p></body></html>")
-    return web.Response(text=body, content_type="text/html")
 
 
 def _basic_auth(live: LiveWebConfig, open_handlers: set):
@@ -99,9 +72,6 @@ def _basic_auth(live: LiveWebConfig, open_handlers: set):
 
 
 def build_app(sources: HttpSources) -> web.Application:
-    page = _page_module()
-    page_handler = page.handle if page is not None else _placeholder_page
-
     async def metrics(_request: web.Request) -> web.Response:
         await sources.evaluation()
         body = await asyncio.to_thread(render, sources.registry)
@@ -133,11 +103,11 @@ def build_app(sources: HttpSources) -> web.Application:
 
     async def index(request: web.Request) -> web.Response:
         doc = status_document(await sources.evaluation(), "summary", 10, sources.version)
-        return await page_handler(request, doc)
+        return await page.handle(request, doc)
 
     middlewares = [_basic_auth(sources.web, {healthz})] if sources.web is not None else []
     app = web.Application(middlewares=middlewares)
-    if page is not None and sources.history is not None:
+    if sources.history is not None:
         app[page.HISTORY] = sources.history
     app.router.add_get("/", index)
     app.router.add_get("/metrics", metrics)

@@ -1,1 +1,15 @@
-"""The Spark data path: Spark Kafka source -> Python writer on confluent-kafka -> offset-syncs."""
+"""The Spark data path: one streaming query per enabled flow, three ways to read.
+
+* micro-batches over the direct source (the default, ``source.py``): Spark plans
+  and checkpoints offset ranges; each task reads its ranges with confluent-kafka and
+  produces them with the Python writer (``writer.py``), so record bytes never pass
+  through the JVM;
+* Spark's real-time mode (``realtime.py``, ``--data-path``): one long-lived task per
+  partition hands each record at once to the JVM writer
+  (``replicator/jvm/sparkmirror/MirrorForeachWriter.java``, built by ``jvmwriter.py``);
+* micro-batches over Spark's Kafka source (``--source kafka``, and exactly-once flows
+  through ``eos_writer.py``): the rows reach the Python writer through Arrow.
+
+Every path writes MM2's offset-syncs from the delivery reports; ``flow.py`` runs one
+flow's query, ``job.py`` all of them.
+"""

@@ -1,15 +1,19 @@
 """One enabled flow A->B: its streaming query, its batches and its offset-syncs.
 
-Per micro-batch (``foreachBatch``): the executors write the batch's records with
-``write_partition`` and return where they landed as runs; the driver turns the runs
-into MM2 offset-syncs (MM2's emission rule, exact downstream offsets from the
-delivery reports), sends them together with the pending newest sync of every
-partition, and only then lets Spark commit the batch. A crash before the commit
-replays the batch: duplicates, never loss.
+The query reads in micro-batches over the direct source (the default), over Spark's
+Kafka source (``--source kafka``, exactly-once flows), or in Spark's real-time mode
+(``realtime.py`` decides which; ``choose_path``). In micro-batches
+(``foreachBatch``) the executors write the batch's records and return where they
+landed as runs; the driver turns the runs into MM2 offset-syncs (MM2's emission
+rule, exact downstream offsets from the delivery reports), sends them together with
+the pending newest sync of every partition, and only then lets Spark commit the
+batch. A crash before the commit replays the batch: duplicates, never loss. In
+real-time mode the JVM writer writes the offset-syncs itself and this module only
+folds its counters into the stats and metrics.
 
 The source topic set is fixed per query (``assign``): the control plane creates
 mirror topics *before* their records can be read, then restarts the query with
-the new assignment on the same checkpoint; Spark starts new partitions from the
+the new assignment on the same checkpoint; new partitions start from their
 earliest offset.
 """
 

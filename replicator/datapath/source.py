@@ -5,18 +5,21 @@ client decodes it, Spark copies it into an UnsafeRow, copies it again into an
 Arrow vector and streams that to the Python worker — about two thirds of the
 replicator's CPU on a 1 KB-record catch-up (bench/NOTES.md has the profile).
 This source keeps Spark for what it is good at — planning micro-batches,
-checkpointing offsets in its write-ahead log, scheduling one task per
-topic-partition, retrying failed tasks, scaling out — and lets the record bytes
-go from the source cluster to the target cluster inside one Python process:
+checkpointing offsets in its write-ahead log, scheduling tasks, retrying
+failed tasks, scaling out — and lets the record bytes go from the source cluster
+to the target cluster inside one Python process:
 
 * ``latestOffset`` (driver side, Spark's Python streaming runner) asks the source
   cluster for each assigned partition's last stable offset (``read_committed``),
   capped by ``--max-records-per-batch``;
-* ``partitions(start, end)`` makes one task per partition with records;
-* ``read`` (executor) consumes exactly ``[start, end)`` with confluent-kafka and
-  produces every record with ``MirrorWriter``'s placement tracking, and yields the
-  runs — where each record landed — as Arrow rows. The driver turns those into
-  MM2 offset-syncs before Spark commits the batch, exactly as before.
+* ``partitions(start, end)`` groups the ranges with records into at most one task
+  per core (``group_ranges``: by default ``spark.default.parallelism`` tasks of
+  about equal record counts);
+* ``read`` (executor) consumes exactly its ranges ``[start, end)`` with
+  confluent-kafka, produces every record with ``MirrorWriter``'s placement
+  tracking, and yields the runs — where each record landed — as Arrow rows. The
+  driver turns those into MM2 offset-syncs before Spark commits the batch, as on
+  every micro-batch path.
 
 A crash before the commit replays the same offset ranges from the write-ahead
 log: duplicates, never loss. A range whose start was already deleted by retention

@@ -11,7 +11,7 @@ One replicator run (module fixture) serves, in this order:
   syncs, is off by far more;
 - partition growth;
 - ``sparkmirror inspect`` on the live internal topics;
-- the failover drill (issue item 7): a transactional producer writes to primary,
+- the failover drill: a transactional producer writes to primary,
   two groups read part of it and commit, then fail over to dr — one through
   group offset sync, one through ``sparkmirror translate --apply`` (refused while
   the group is active on dr) — and read on. Every record is checked: none
@@ -324,7 +324,7 @@ def test_inspect_live_internal_topics(run):
     assert out.returncode == 0, out.stderr
     assert "heartbeat primary->dr at" in out.stdout
 
-    # Item 1: the disabled reverse pair heartbeats into primary's `heartbeats`, and the flow carries
+    # The disabled reverse pair heartbeats into primary's `heartbeats`, and the flow carries
     # them to dr as primary.heartbeats although the topic filter names only this test's topics.
     out = _cli("inspect", config, "--cluster", "dr", "--topic", "primary.heartbeats", "--limit", "20", "--json")
     assert out.returncode == 0, out.stderr

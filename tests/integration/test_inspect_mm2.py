@@ -1,4 +1,4 @@
-"""Interop with Apache MM2 (issue item 8): translate and inspect on MM2's topics, and taking over from MM2.
+"""Interop with Apache MM2: translate and inspect on MM2's topics, and taking over from MM2.
 
 One real Apache MM2 run (pinned jars, dedicated mode) replicates a topic and
 checkpoints a group, then stops. On what it left behind:

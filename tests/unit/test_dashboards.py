@@ -100,7 +100,7 @@ def test_template_variables_for_flow_topic_and_group():
         assert "$" not in queries.instantiate(item.expr)
 
 
-def test_overview_has_one_row_per_flow_with_the_issue_panels():
+def test_overview_has_one_row_per_flow_with_health_heartbeat_lag_and_loss_panels():
     rows = [p for p in OVERVIEW["panels"] if p["type"] == "row"]
     assert [r["repeat"] for r in rows] == ["flow"]
     row_y = rows[0]["gridPos"]["y"]
