@@ -8,13 +8,13 @@ collides with the tests. They start only when a test asks for them.
 from __future__ import annotations
 
 import os
-import threading
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support.clusters import TestClusters, cluster_pair
 
 # Property tests check behaviour, not speed: on a loaded machine (CI shares its cores) a
 # generated case may take longer than Hypothesis' default 200 ms deadline or its health
@@ -25,53 +25,9 @@ settings.load_profile("sparkmirror")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 
-@dataclass
-class TestClusters:
-    primary: "object"
-    dr: "object"
-
-    def by_name(self, name: str):
-        return {"primary": self.primary, "dr": self.dr}[name]
-
-
-def _cluster_pair(base, sasl_ssl: bool = False):
-    """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
-
-    With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
-    replicator.devenv.security) and accepts clients on SASL_SSL only."""
-    from replicator.devenv.kafka import KafkaCluster, free_port
-    from replicator.devenv.security import SaslSsl
-
-    clusters = [
-        KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
-                     sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None)
-        for name in ("primary", "dr")
-    ]
-    errors: list[BaseException] = []
-
-    def start(c):
-        try:
-            c.start()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start, args=(c,)) for c in clusters]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    try:
-        if errors:
-            raise errors[0]
-        yield TestClusters(*clusters)
-    finally:
-        for c in clusters:
-            c.stop()
-
-
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory) -> TestClusters:
-    yield from _cluster_pair(tmp_path_factory.mktemp("kafka"))
+    yield from cluster_pair(tmp_path_factory.mktemp("kafka"))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +35,7 @@ def private_kafka_clusters(tmp_path_factory) -> TestClusters:
     """A pair of clusters for one module only, for tests that run Apache MM2 with the
     fixed aliases `primary`/`dr`: on the session clusters, MM2 would first read every
     other test's records in the shared `heartbeats` and `mm2-offset-syncs.dr.internal`."""
-    yield from _cluster_pair(tmp_path_factory.mktemp("kafka-private"))
+    yield from cluster_pair(tmp_path_factory.mktemp("kafka-private"))
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +45,7 @@ def sasl_ssl_clusters(tmp_path_factory) -> TestClusters:
     ``cluster.sasl_ssl`` holds each cluster's users with random passwords (unique
     markers a test can grep for), the CA certificate (PEM) clients trust and the
     broker keystore; ``cluster.client_config(user)`` gives confluent-kafka settings."""
-    yield from _cluster_pair(tmp_path_factory.mktemp("kafka-sasl-ssl"), sasl_ssl=True)
+    yield from cluster_pair(tmp_path_factory.mktemp("kafka-sasl-ssl"), sasl_ssl=True)
 
 
 @pytest.fixture

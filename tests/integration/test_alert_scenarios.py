@@ -50,11 +50,9 @@ from alerts.rules import RULES
 from replicator.devenv import artifacts
 from replicator.devenv.kafka import free_port
 from replicator.model.records import Heartbeat
-from tests.integration.test_monitor_helpers import produce_raw, write_mm2_config
-from tests.integration.test_monitor_lag import Flow
-from tests.integration.test_status_page import commit_group, flow_of
 from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic
+from tests.support.monitor import Flow, commit_group, flow_of, produce_raw, write_mm2_config
 from tests.support.prometheus import AlertmanagerServer, MonitorProcess, PrometheusServer, WebhookReceiver
 
 pytestmark = [pytest.mark.kafka]

@@ -62,9 +62,8 @@ from alerts.generate import write_rules
 from alerts.rules import RULES
 from dashboards import queries
 from dashboards.generate import panel_expressions
-from tests.integration.test_monitor_helpers import produce_raw
-from tests.integration.test_status_page import commit_group, flow_of, replication_config
 from tests.support.kafka import create_topic
+from tests.support.monitor import commit_group, flow_of, produce_raw, replication_config
 from tests.support.prometheus import (AlertmanagerServer, MonitorProcess, PrometheusServer, PromQLError,
                                       WebhookReceiver)
 from tests.support.replicator import Replicator

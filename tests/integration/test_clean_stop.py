@@ -98,7 +98,7 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     A real-time query never ends a batch by itself: on SIGTERM it is stopped right after its next
     checkpoint, so exit 0 within the grace period and no error line; the restart resumes the
     real-time checkpoint and copies again only what arrived in the last moments."""
-    from tests.integration.test_datapath_faults import SteadyProducer
+    from tests.support.kafka import NumberedProducer
 
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"switch-{unique}"
@@ -106,7 +106,7 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     create_topic(primary, topic, 2)
     produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)))
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    producer = SteadyProducer(primary, topic, 2, rate=200.0, first_id=backlog)
+    producer = NumberedProducer(primary, topic, 2, rate=200.0, first_id=backlog)
     rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=["--data-path", "auto"]).start()
     try:
         rep.wait_for_log("catching up in micro-batches first", timeout=240)

@@ -4,7 +4,7 @@ Compiles a ten-line harness against the pinned connect-mirror jar (the harness
 sits in MM2's package to reach the store's test constructor), feeds it the
 offset-syncs the data path emits for 1,001,000 records, and asks it to translate
 groups 1k, 100k and 1M records behind, plus 2,000 random offsets. The test
-checks the Python port in tests/unit/test_control_checkpoints.py against the
+checks the Python port in tests/support/mm2_store.py against the
 real class and prints both stores' errors.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from replicator.devenv import artifacts
 from replicator.model.offsets import OffsetSyncStore
-from tests.unit.test_control_checkpoints import MM2OffsetSyncStore, _replicate
+from tests.support.mm2_store import MM2OffsetSyncStore, data_path_syncs
 
 pytestmark = [pytest.mark.mm2]
 
@@ -73,7 +73,7 @@ def test_real_mm2_store_matches_the_port_and_loses_precision(tmp_path):
                    capture_output=True)
 
     records, shift = 1_001_000, 37
-    syncs = _replicate(records, batch=7_919, shift=shift)
+    syncs = data_path_syncs(records, batch=7_919, shift=shift)
     behind = [1_000, 100_000, 1_000_000]
     rng = random.Random(4)
     queries = [records - b for b in behind] + [rng.randrange(records) for _ in range(2_000)]

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from replicator.model.records import Checkpoint, OffsetSync
 from tests.support.kafka import consume_all, create_topic
 from tests.support.replicator import Replicator, write_config
-from tests.unit.test_control_checkpoints import MM2OffsetSyncStore
+from tests.support.mm2_store import MM2OffsetSyncStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

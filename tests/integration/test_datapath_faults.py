@@ -8,50 +8,15 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.support.kafka import consume_all, create_topic, produce
+from tests.support.kafka import NumberedProducer, consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-class SteadyProducer(threading.Thread):
-    """Writes records with unique ids ("<n>") to a topic until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, first_id: int = 0):
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
-        self.stop_event = threading.Event()
-        self.sent = first_id  # the next id; ids first_id..sent-1 were sent
-        self.failed = 0
-
-    def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True})
-
-        def done(err, _msg):
-            if err is not None:
-                self.failed += 1
-
-        while not self.stop_event.is_set():
-            start = time.monotonic()
-            for _ in range(int(self.rate / 20)):
-                p.produce(self.topic, key=str(self.sent % 97).encode(), value=str(self.sent).encode(),
-                          partition=self.sent % self.partitions, on_delivery=done)
-                self.sent += 1
-            p.poll(0)
-            self.stop_event.wait(max(0.0, 0.05 - (time.monotonic() - start)))
-        assert p.flush(30) == 0
-
-    def stop(self) -> int:
-        self.stop_event.set()
-        self.join(60)
-        return self.sent
 
 
 KILLS_CATCH_UP = 4  # while a backlog written before the first start is copied
@@ -86,7 +51,7 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
     args, kills_catch_up, kills_steady = PATHS[path]
     rng = random.Random(unique)
     kills = []
-    producer = SteadyProducer(primary, topic, 6, first_id=BACKLOG)
+    producer = NumberedProducer(primary, topic, 6, first_id=BACKLOG)
     rep = None
     try:
         for round_ in range(kills_catch_up + kills_steady):

@@ -25,9 +25,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import _cluster_pair
-from tests.integration.test_datapath_faults import SteadyProducer
-from tests.support.kafka import consume_all, create_topic, produce
+from tests.support.clusters import cluster_pair
+from tests.support.kafka import NumberedProducer, consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
 
@@ -40,7 +39,7 @@ BURST = 60_000  # a backlog whose batch lasts long enough to kill its tasks' wor
 @pytest.fixture(scope="module")
 def outage_clusters(tmp_path_factory):
     """Clusters this module stops and restarts; nobody else uses them."""
-    yield from _cluster_pair(tmp_path_factory.mktemp("kafka-outages"))
+    yield from cluster_pair(tmp_path_factory.mktemp("kafka-outages"))
 
 
 def count_by_phase(ids: list[int], phases: list[tuple[str, int, int]]) -> dict[str, dict]:
@@ -143,7 +142,7 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
     create_topic(primary.bootstrap, topic, 4)
     config = write_config(tmp_path / "mm2.properties", primary.bootstrap, dr.bootstrap,
                           {"primary->dr.topics": topic})
-    producer = SteadyProducer(primary.bootstrap, topic, 4, rate=200.0)
+    producer = NumberedProducer(primary.bootstrap, topic, 4, rate=200.0)
     report: dict = {"topic": topic, "outage_s": OUTAGE_S, "data_path": data_path}
     rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log", extra_args=["--data-path", data_path]).start()
     mon = MonitorProcess(tmp_path / "monitor", config, "--interval", "1")
@@ -237,9 +236,9 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
     lag_max = 100
     config = write_config(tmp_path / "mm2.properties", primary, dr, {
         "primary->dr.topics": f".*-{unique}", "offset.lag.max": str(lag_max), "refresh.topics.interval.seconds": "3"})
-    p_main = SteadyProducer(primary, main, 4, rate=200.0)
-    p_gone = SteadyProducer(primary, gone, 1, rate=20.0)
-    p_re = SteadyProducer(primary, remirrored, 2, rate=40.0)
+    p_main = NumberedProducer(primary, main, 4, rate=200.0)
+    p_gone = NumberedProducer(primary, gone, 1, rate=20.0)
+    p_re = NumberedProducer(primary, remirrored, 2, rate=40.0)
     producers = (p_main, p_gone, p_re)
     report: dict = {"topics": [main, gone, remirrored], "offset.lag.max": lag_max}
     ck = tmp_path / "ck"

@@ -20,8 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from replicator.datapath.eos_writer import EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.writer import WriterSpec
-from tests.integration.test_datapath_faults import SteadyProducer
-from tests.support.kafka import create_topic
+from tests.support.kafka import NumberedProducer, create_topic
 from tests.support.replicator import Replicator, write_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -89,7 +88,7 @@ def test_sigkill_restart_loop_exactly_once(kafka_clusters, tmp_path, unique, art
         "primary->dr.topics": topic,
         "primary->dr.exactly.once.support": "required",
     })
-    producer = SteadyProducer(primary, topic, PARTITIONS)
+    producer = NumberedProducer(primary, topic, PARTITIONS)
     producer.start()
     rng = random.Random(unique)
     kills = []

@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from replicator.devenv.kafka import free_port
 from replicator.errors import RecordFormatError
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
-from tests.integration.test_monitor_helpers import write_mm2_config
 from tests.support.kafka import create_topic, produce
+from tests.support.monitor import write_mm2_config
 
 pytestmark = pytest.mark.kafka
 

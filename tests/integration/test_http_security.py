@@ -21,7 +21,7 @@ import pytest
 
 from replicator.devenv.kafka import free_port
 from replicator.webconfig import load_web_config
-from tests.integration.test_monitor_helpers import write_mm2_config
+from tests.support.monitor import write_mm2_config
 from tests.support.prometheus import MonitorProcess, PrometheusServer
 from tests.support.tls import make_pki
 

@@ -20,9 +20,9 @@ import time
 import pytest
 
 from monitor.watch import MonitorOptions
-from tests.integration.test_monitor_helpers import RunningMonitor, sample, write_mm2_config
 from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic
+from tests.support.monitor import RunningMonitor, sample, write_mm2_config
 
 pytestmark = pytest.mark.kafka
 

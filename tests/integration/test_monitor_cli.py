@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from replicator.devenv.kafka import free_port
-from tests.integration.test_monitor_helpers import write_mm2_config
+from tests.support.monitor import write_mm2_config
 
 pytestmark = pytest.mark.kafka
 
@@ -59,7 +59,7 @@ def test_monitor_stops_cleanly_on_sigterm_while_busy(kafka_clusters, tmp_path, u
     every line one JSON object)."""
     import threading
 
-    from tests.integration.test_monitor_lag import Flow
+    from tests.support.monitor import Flow
     from tests.support.prometheus import MonitorProcess
 
     f = Flow(kafka_clusters, tmp_path, unique, partitions=2)

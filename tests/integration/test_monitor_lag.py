@@ -10,78 +10,16 @@ shared primary cluster is excluded with the monitor's deny list: other tests
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
-from tests.integration.test_monitor_helpers import (RunningMonitor, partition_of, produce_raw, sample,
-                                                    write_mm2_config)
-from tests.support.kafka import create_topic
+from replicator.model.records import Checkpoint
+from tests.support.monitor import Flow, RunningMonitor, partition_of, produce_raw, sample
 
 pytestmark = pytest.mark.kafka
-
-
-class Flow:
-    """One synthetic flow p<u> -> d<u> between the session clusters."""
-
-    def __init__(self, clusters, tmp_path, unique, partitions: int = 1, extra: dict | None = None) -> None:
-        self.primary, self.dr = clusters.primary.bootstrap, clusters.dr.bootstrap
-        self.src, self.dst = f"p{unique}", f"d{unique}"
-        self.name = f"{self.src}->{self.dst}"
-        self.topic = f"orders-{unique}"
-        self.remote = f"{self.src}.{self.topic}"
-        self.heartbeats = f"{self.src}.heartbeats"
-        self.syncs = f"mm2-offset-syncs.{self.dst}.internal"
-        self.checkpoints = f"{self.src}.checkpoints.internal"
-        create_topic(self.primary, self.topic, partitions)
-        create_topic(self.dr, self.remote, partitions)
-        create_topic(self.dr, self.heartbeats)
-        create_topic(self.primary, self.syncs)
-        create_topic(self.dr, self.checkpoints)
-        self.config = write_mm2_config(tmp_path / "mm2.properties", {self.src: self.primary, self.dst: self.dr},
-                                       [(self.src, self.dst)], {
-                                           f"{self.name}.topics": f".*-{unique}",
-                                           f"{self.name}.groups": f".*-{unique}",
-                                           "emit.heartbeats.interval.seconds": "1",
-                                           "emit.checkpoints.interval.seconds": "1",
-                                       })
-        self._beating = threading.Event()
-        self._beat_thread: threading.Thread | None = None
-        self.last_heartbeat_ms = 0
-
-    def produce_source(self, partition: int, timestamps_ms: list[int]) -> None:
-        produce_raw(self.primary, self.topic, [{"key": b"k", "value": b"v%d" % i, "partition": partition,
-                                                "timestamp": ts} for i, ts in enumerate(timestamps_ms)])
-
-    def copy(self, partition: int, count: int, timestamp_ms: int) -> None:
-        produce_raw(self.dr, self.remote, [{"key": b"k", "value": b"m", "partition": partition,
-                                            "timestamp": timestamp_ms}] * count)
-
-    def sync(self, partition: int, upstream: int, downstream: int) -> None:
-        s = OffsetSync(self.topic, partition, upstream, downstream)
-        produce_raw(self.primary, self.syncs, [{"key": s.encode_key(), "value": s.encode_value()}])
-
-    def start_heartbeats(self, every: float = 0.3) -> None:
-        self._beating.set()
-
-        def beat():
-            while self._beating.is_set():
-                self.last_heartbeat_ms = int(time.time() * 1000)
-                hb = Heartbeat(self.dst, self.src, self.last_heartbeat_ms)
-                produce_raw(self.dr, self.heartbeats, [{"key": hb.encode_key(), "value": hb.encode_value()}])
-                time.sleep(every)
-
-        self._beat_thread = threading.Thread(target=beat, daemon=True)
-        self._beat_thread.start()
-
-    def stop_heartbeats(self) -> None:
-        self._beating.clear()
-        if self._beat_thread:
-            self._beat_thread.join(10)
 
 
 def test_known_lag_in_records_and_seconds_then_caught_up(kafka_clusters, tmp_path, unique):

@@ -22,8 +22,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from replicator.devenv.kafka import free_port
 from replicator.model.records import Heartbeat, OffsetSync
-from tests.integration.test_monitor_helpers import RunningMonitor, produce_raw, write_mm2_config
 from tests.support.kafka import create_topic
+from tests.support.monitor import RunningMonitor, produce_raw, write_mm2_config
 
 pytestmark = pytest.mark.kafka
 

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
-from tests.integration.test_monitor_helpers import RunningMonitor, produce_raw, sample
 from tests.support.kafka import create_topic
+from tests.support.monitor import RunningMonitor, produce_raw, sample
 
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
 

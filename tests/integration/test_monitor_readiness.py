@@ -17,9 +17,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from replicator.model.records import Checkpoint
-from tests.integration.test_monitor_helpers import RunningMonitor, partition_of, produce_raw, sample
-from tests.integration.test_monitor_lag import Flow
 from tests.support.kafka import create_topic
+from tests.support.monitor import Flow, RunningMonitor, partition_of, produce_raw, sample
 
 pytestmark = pytest.mark.kafka
 

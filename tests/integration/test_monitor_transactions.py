@@ -21,8 +21,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_monitor_helpers import RunningMonitor, partition_of, sample
-from tests.integration.test_monitor_lag import Flow
+from tests.support.monitor import Flow, RunningMonitor, partition_of, sample
 
 pytestmark = pytest.mark.kafka
 

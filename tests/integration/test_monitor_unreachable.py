@@ -15,9 +15,9 @@ import pytest
 
 from replicator.devenv.kafka import free_port
 from replicator.model.records import OffsetSync
-from tests.integration.test_monitor_helpers import RunningMonitor, partition_of, produce_raw, sample, \
-    write_mm2_config
 from tests.support.kafka import create_topic
+from tests.support.monitor import RunningMonitor, partition_of, produce_raw, sample, \
+    write_mm2_config
 
 pytestmark = pytest.mark.kafka
 

@@ -26,63 +26,19 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from monitor.exporters import page
 from monitor.history import History
 from replicator.model.records import Checkpoint
-from tests.integration.test_monitor_helpers import RunningMonitor, produce_raw, write_mm2_config
 from tests.support.chromium import Chromium, require_chromium
 from tests.support.kafka import create_topic
+from tests.support.monitor import RunningMonitor, commit_group, flow_of, produce_raw, replication_config
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator
 
 PARTITIONS = 3
 WEIGHTS = {0: 3, 1: 2, 2: 1}  # share of the traffic per partition: partition 0 lags most
 BURST = 1500  # records per weight unit: 4,500, 3,000 and 1,500
-
-
-def replication_config(path, primary: str, dr: str, u: str):
-    """A one-way flow p<u> -> d<u> of topic orders-<u>: every internal topic name is this test's own."""
-    src, dst = f"p{u}", f"d{u}"
-    return write_mm2_config(path, {src: primary, dst: dr}, [(src, dst)], {
-        f"{src}->{dst}.topics": f"orders-{u}",
-        f"{src}->{dst}.groups": f".*-{u}",
-        "replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "emit.heartbeats.interval.seconds": "1",
-        "emit.checkpoints.interval.seconds": "1",
-        "refresh.groups.interval.seconds": "2",
-        "refresh.topics.interval.seconds": "5",
-        "sync.topic.acls.enabled": "false",
-    })
-
-
-def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit ``offsets`` for ``group``, waiting out a group coordinator still loading or moving (a
-    freshly started broker answers the first commits with NOT_COORDINATOR or LOAD_IN_PROGRESS)."""
-    retriable = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                 KafkaError.COORDINATOR_NOT_AVAILABLE}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                                asynchronous=False)
-                return
-            except KafkaException as exc:
-                if exc.args[0].code() not in retriable or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
-
-
-def flow_of(status: dict, name: str) -> dict:
-    return next(f for f in status["flows"] if f["name"] == name)
 
 
 def seconds_of(text: str) -> float:
@@ -311,7 +267,7 @@ def test_history_charts_exist_without_a_browser_survive_a_reload_and_groups_are_
     """A backlog copied in steps while no browser watches; then the page shows the lag-seconds and
     throughput charts from the monitor's own history, a reload shows the same history (and more),
     and each consumer group says in words whether it can fail over now."""
-    from tests.integration.test_monitor_lag import Flow
+    from tests.support.monitor import Flow
     from tests.support.png import count_colour
 
     browser = Chromium(require_chromium())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -55,3 +56,36 @@ def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout
             done.add(msg.partition())
     c.close()
     return out
+
+
+class NumberedProducer(threading.Thread):
+    """Writes records with unique ids ("<n>") to a topic until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, first_id: int = 0):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.stop_event = threading.Event()
+        self.sent = first_id  # the next id; ids first_id..sent-1 were sent
+        self.failed = 0
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+        def done(err, _msg):
+            if err is not None:
+                self.failed += 1
+
+        while not self.stop_event.is_set():
+            start = time.monotonic()
+            for _ in range(int(self.rate / 20)):
+                p.produce(self.topic, key=str(self.sent % 97).encode(), value=str(self.sent).encode(),
+                          partition=self.sent % self.partitions, on_delivery=done)
+                self.sent += 1
+            p.poll(0)
+            self.stop_event.wait(max(0.0, 0.05 - (time.monotonic() - start)))
+        assert p.flush(30) == 0
+
+    def stop(self) -> int:
+        self.stop_event.set()
+        self.join(60)
+        return self.sent

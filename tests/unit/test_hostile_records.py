@@ -28,7 +28,7 @@ from monitor.state import OffsetsRow
 from replicator.cli import main
 from replicator.errors import RecordFormatError
 from replicator.model.records import RECORD_TYPES, Checkpoint, Heartbeat, OffsetSync
-from tests.unit.test_monitor_evaluator import FLOW, make_state
+from tests.support.evaluator import FLOW, make_state
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")

@@ -8,7 +8,7 @@ import pytest
 
 from monitor import catchup
 from monitor.catchup import CatchUp
-from tests.unit.test_monitor_evaluator import FLOW, beat, make_state, offsets, run
+from tests.support.evaluator import FLOW, beat, make_state, offsets, run
 
 
 def window(*rows):

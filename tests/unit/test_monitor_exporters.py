@@ -20,7 +20,7 @@ from monitor.exporters.samples import served_specs
 from monitor.history import History
 from monitor.state import OffsetsRow, Probe, TopicRetention
 from replicator.model.records import Checkpoint, OffsetSync
-from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state
+from tests.support.evaluator import FLOW, T0, beat, make_state
 
 
 def evaluation(granularity: str = "partition"):

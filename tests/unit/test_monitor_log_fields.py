@@ -14,7 +14,7 @@ from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord
 from replicator.logsetup import JsonFormatter
 from replicator.model.records import Heartbeat
-from tests.unit.test_monitor_evaluator import FLOW, make_state
+from tests.support.evaluator import FLOW, make_state
 
 
 def lines(caplog) -> list[dict]:

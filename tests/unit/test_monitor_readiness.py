@@ -12,7 +12,7 @@ from monitor.exporters.api import status_document
 from monitor.exporters.samples import samples
 from monitor.state import OffsetsRow, Probe, TopicRetention
 from replicator.model.records import Checkpoint, OffsetSync
-from tests.unit.test_monitor_evaluator import FLOW, T0, beat, make_state, offsets, run
+from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
 
 MS = 1000
 

@@ -1,0 +1,55 @@
+"""Two real single-node KRaft clusters, `primary` and `dr`, for the test fixtures.
+
+The clusters are the same KafkaCluster class `sparkmirror dev up` uses, on free
+loopback ports and under a directory the caller gives (tests/conftest.py's
+fixtures, or a module that needs a pair of its own).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+
+@dataclass
+class TestClusters:
+    primary: "object"
+    dr: "object"
+
+    def by_name(self, name: str):
+        return {"primary": self.primary, "dr": self.dr}[name]
+
+
+def cluster_pair(base, sasl_ssl: bool = False):
+    """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
+
+    With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
+    replicator.devenv.security) and accepts clients on SASL_SSL only."""
+    from replicator.devenv.kafka import KafkaCluster, free_port
+    from replicator.devenv.security import SaslSsl
+
+    clusters = [
+        KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
+                     sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None)
+        for name in ("primary", "dr")
+    ]
+    errors: list[BaseException] = []
+
+    def start(c):
+        try:
+            c.start()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(c,)) for c in clusters]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        if errors:
+            raise errors[0]
+        yield TestClusters(*clusters)
+    finally:
+        for c in clusters:
+            c.stop()
