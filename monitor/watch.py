@@ -110,11 +110,7 @@ def watched_flows(config) -> list[WatchedFlow]:
         carried = flow.heartbeats_replication_enabled or flow.topic_filter.should_replicate_topic(
             policy.heartbeats_topic())
         hb_interval = min((f.emit_heartbeats_interval_seconds for f in emitters), default=1)
-        location = flow.offset_syncs_topic_location
-        if location == "target":
-            syncs_cluster, syncs_topic = flow.target, policy.offset_syncs_topic(flow.source)
-        else:
-            syncs_cluster, syncs_topic = flow.source, policy.offset_syncs_topic(flow.target)
+        syncs_cluster, syncs_topic = flow.offset_syncs_location
         flows.append(WatchedFlow(
             name=flow.name, source=flow.source, target=flow.target, policy=policy,
             topic_filter=flow.topic_filter, group_filter=flow.group_filter,

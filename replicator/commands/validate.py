@@ -109,9 +109,8 @@ def _warning_json(warning: ConfigWarning) -> dict[str, Any]:
 
 def _remote_example(flow: FlowConfig) -> str:
     try:
-        policy = flow.policy
-        return (f"orders -> {policy.format_remote_topic(flow.source, 'orders')}; offset-syncs topic "
-                f"{policy.offset_syncs_topic(flow.target if flow.offset_syncs_topic_location == 'source' else flow.source)}")
+        return (f"orders -> {flow.policy.format_remote_topic(flow.source, 'orders')}; offset-syncs topic "
+                f"{flow.offset_syncs_location[1]}")
     except (ImportError, AttributeError, ConfigError):
         return ""
 
@@ -182,8 +181,7 @@ def _flow_lines(flow: FlowConfig) -> list[str]:
     syncs_line = flow.line_of("emit.offset-syncs.enabled")
     if flow.emit_offset_syncs_enabled:
         checkpoints = _every(flow, "emit.checkpoints")
-        syncs = (f"on {flow.offset_syncs_topic_location} "
-                 f"({flow.source if flow.offset_syncs_topic_location == 'source' else flow.target}), "
+        syncs = (f"on {flow.offset_syncs_topic_location} ({flow.offset_syncs_cluster}), "
                  f"offset.lag.max {flow.offset_lag_max}")
     else:
         checkpoints = f"off: no offset-syncs to translate with (line {syncs_line})"

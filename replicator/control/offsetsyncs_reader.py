@@ -39,13 +39,6 @@ SPARK_EARLIEST = -2
 _IDLE_END_SECONDS = 5.0
 
 
-def offset_syncs_location(flow) -> tuple[str, str]:
-    """(cluster, topic) of the flow's offset-syncs, as MM2 places them (offset-syncs.topic.location)."""
-    if flow.offset_syncs_topic_location == "target":
-        return flow.target, flow.policy.offset_syncs_topic(flow.source)
-    return flow.source, flow.policy.offset_syncs_topic(flow.target)
-
-
 @dataclass(frozen=True)
 class RawRecord:
     partition: int
@@ -183,7 +176,7 @@ class OffsetSyncsReader:
 
     def __init__(self, config, flow, *, max_entries: int | None = None) -> None:
         self.flow = flow
-        self.cluster, self.topic = offset_syncs_location(flow)
+        self.cluster, self.topic = flow.offset_syncs_location
         kwargs = {"max_entries": max_entries} if max_entries else {}
         self.store = OffsetSyncStore(flow.offset_lag_max, interpolate=not flow.exactly_once,
                                      **kwargs)
@@ -227,7 +220,8 @@ class OffsetSyncsReader:
         self._reader.close()
 
 
-def _watermarks(config, cluster: str, flow, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+def watermarks(config, cluster: str, flow, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermark of each partition on ``cluster``; a partition that does not answer is left out."""
     from confluent_kafka import Consumer, TopicPartition
 
     conf = client_conf(config, cluster, "consumer", flow)
@@ -321,8 +315,8 @@ def starting_offsets_from_syncs(config, flow, assignment: dict[str, int] | None 
     def remote(topic: str) -> str:
         return policy.format_remote_topic(flow.source, topic)
 
-    source_marks = _watermarks(config, flow.source, flow, synced)
-    target_marks = _watermarks(config, flow.target, flow, [(remote(t), p) for t, p in synced])
+    source_marks = watermarks(config, flow.source, flow, synced)
+    target_marks = watermarks(config, flow.target, flow, [(remote(t), p) for t, p in synced])
     offsets, notes = resume_offsets(reader.latest, assignment, source_marks, target_marks, remote)
     for note in notes:
         log.warning("flow %s: %s", flow.name, note)

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from replicator.control.clients import admin, client_conf, producer
-from replicator.control.offsetsyncs_reader import offset_syncs_location, spark_starting_offsets
+from replicator.control.offsetsyncs_reader import spark_starting_offsets, watermarks
 from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
@@ -124,7 +124,7 @@ class FlowReplicator:
         self.target_admin = admin(config, flow.target, flow)
         self.topics = TopicSync(flow, self.source_admin, self.target_admin)
         self.policy = flow.policy
-        self.syncs_cluster, self.syncs_topic = offset_syncs_location(flow)
+        self.syncs_cluster, self.syncs_topic = flow.offset_syncs_location
         # emit.offset-syncs.enabled = false (KIP-1031): as in MM2, the offset-syncs topic is neither
         # created nor written, so a source cluster where it cannot be created is fine.
         self.emitter = OffsetSyncEmitter(flow.offset_lag_max) if flow.emit_offset_syncs_enabled else None
@@ -191,13 +191,11 @@ class FlowReplicator:
     def _backlog_estimate(self) -> int | None:
         """Records between where the copy resumes (its newest committed batch, else the log start)
         and the source's end, over the assigned partitions; None when the source cannot say."""
-        from replicator.control.offsetsyncs_reader import _watermarks
-
         last = realtime.read_marker(self.checkpoint_dir).get("path") or realtime.MICRO_BATCH
         committed = realtime.committed_offsets(realtime.checkpoint_dir(self.checkpoint_dir, last)) or {}
         tps = [(t, p) for t, n in sorted(self.assignment.items()) for p in range(n)]
         try:
-            marks = _watermarks(self.config, self.flow.source, self.flow, tps)
+            marks = watermarks(self.config, self.flow.source, self.flow, tps)
         except Exception as exc:
             log.debug("flow %s: backlog estimate: %s", self.name, exc)
             return None
@@ -358,13 +356,11 @@ class FlowReplicator:
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
         """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
-        from replicator.control.offsetsyncs_reader import _watermarks
-
         resume = realtime.committed_offsets(ckpt) if realtime.has_batches(ckpt) else self._handover_start
         if not resume:
             return
         tps = [(t, int(p)) for t, per in resume.items() if t in self.assignment for p in per]
-        marks = _watermarks(self.config, self.flow.source, self.flow, tps)
+        marks = watermarks(self.config, self.flow.source, self.flow, tps)
         adjusted, losses, resets = realtime.adjust_resume(resume, marks)
         for topic, partition, first, last in losses:
             lost = last - first + 1

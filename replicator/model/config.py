@@ -42,13 +42,18 @@ from pathlib import Path
 
 from replicator.errors import ConfigError, ConfigErrors, one_line
 from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig, resolve_references
+from replicator.model.filters import (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
+                                      GroupFilter, TopicFilter)
 from replicator.model.properties import Entry, Properties, parse_properties
 
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 KNOWN_POLICIES = (DEFAULT_POLICY, IDENTITY_POLICY)
-TOPICS_EXCLUDE_DEFAULT = r".*[\-\.]internal, .*\.replica, __.*"
-GROUPS_EXCLUDE_DEFAULT = "console-consumer-.*, connect-.*, __.*"
+# The filters' defaults (replicator.model.filters), written as mm2.properties lists.
+TOPICS_DEFAULT = ", ".join(DEFAULT_TOPICS)
+TOPICS_EXCLUDE_DEFAULT = ", ".join(DEFAULT_TOPICS_EXCLUDE)
+GROUPS_DEFAULT = ", ".join(DEFAULT_GROUPS)
+GROUPS_EXCLUDE_DEFAULT = ", ".join(DEFAULT_GROUPS_EXCLUDE)
 CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
     r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
     r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
@@ -228,9 +233,9 @@ def _choice(*options: str, lower: bool = False):
 # field -> (MM2 key, parser, default); every default here is MM2's.
 _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
     "enabled": ("enabled", _bool, "false"),
-    "topics": ("topics", _regex_list, ".*"),
+    "topics": ("topics", _regex_list, TOPICS_DEFAULT),
     "topics_exclude": ("topics.exclude", _regex_list, TOPICS_EXCLUDE_DEFAULT),
-    "groups": ("groups", _regex_list, ".*"),
+    "groups": ("groups", _regex_list, GROUPS_DEFAULT),
     "groups_exclude": ("groups.exclude", _regex_list, GROUPS_EXCLUDE_DEFAULT),
     "config_properties_exclude": ("config.properties.exclude", _regex_list, CONFIG_PROPERTIES_EXCLUDE_DEFAULT),
     "replication_policy_class": ("replication.policy.class", _policy, DEFAULT_POLICY),
@@ -390,15 +395,24 @@ class FlowConfig:
                                   self.internal_topic_separator_enabled, source_cluster_alias=self.source)
 
     @property
-    def topic_filter(self):
-        from replicator.model.filters import TopicFilter
+    def offset_syncs_cluster(self) -> str:
+        """The cluster holding the flow's offset-syncs topic (offset-syncs.topic.location)."""
+        return self.target if self.offset_syncs_topic_location == "target" else self.source
 
+    @property
+    def offset_syncs_location(self) -> tuple[str, str]:
+        """(cluster, topic) of the flow's offset-syncs, as MM2 places them: the topic is named
+        after the other cluster of the flow."""
+        if self.offset_syncs_topic_location == "target":
+            return self.target, self.policy.offset_syncs_topic(self.source)
+        return self.source, self.policy.offset_syncs_topic(self.target)
+
+    @property
+    def topic_filter(self) -> TopicFilter:
         return TopicFilter(self.topics, self.topics_exclude)
 
     @property
-    def group_filter(self):
-        from replicator.model.filters import GroupFilter
-
+    def group_filter(self) -> GroupFilter:
         return GroupFilter(self.groups, self.groups_exclude)
 
 
@@ -794,11 +808,7 @@ class _Builder:
         return FlowConfig(source=source, target=target, props=props, origins=origins, **values)
 
     def _check_filters(self, values: dict[str, object], effective: dict[str, Entry]) -> None:
-        """Let the filters module judge Java-only regex syntax, if it is there (one place per fact)."""
-        try:
-            from replicator.model.filters import GroupFilter, TopicFilter
-        except ImportError:
-            return
+        """Let the filters module judge Java-only regex syntax (one place per fact)."""
         for cls, include, exclude in ((TopicFilter, "topics", "topics.exclude"),
                                       (GroupFilter, "groups", "groups.exclude")):
             for key in (include, exclude):  # one list at a time, so the error names the line it is on

@@ -32,7 +32,7 @@ def clients_of(flow: FlowConfig) -> list[tuple[str, str, str]]:
     """(alias, role, purpose) for every client sparkmirror opens for this flow."""
     if not flow.enabled:
         return [(flow.target, "producer", "heartbeats")] if flow.emit_heartbeats_enabled else []
-    syncs_on_source = flow.offset_syncs_topic_location == "source"
+    syncs_on_source = flow.offset_syncs_cluster == flow.source
     clients = [(flow.source, "consumer", "records" + (", offset-syncs" if syncs_on_source else "")),
                (flow.target, "producer", "records, checkpoints, heartbeats"),
                (flow.source, "admin", "topic and ACL listing"),

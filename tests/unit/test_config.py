@@ -599,3 +599,16 @@ def test_java_only_regex_syntax_is_refused_at_its_line():
     err = failure(BASE + "a->b.enabled = true\na->b.groups.exclude = [a-z&&[^x]]\n")
     assert [e.line for e in err.errors] == [5]
     assert "`a->b.groups.exclude`" in err.errors[0].message
+
+
+@pytest.mark.parametrize("location, expected", [
+    ("source", ("a", "mm2-offset-syncs.b.internal")),
+    ("target", ("b", "mm2-offset-syncs.a.internal")),
+])
+def test_offset_syncs_location_follows_offset_syncs_topic_location(location, expected):
+    """MM2's offset-syncs topic is on the cluster offset-syncs.topic.location names, named after the other one."""
+    config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
+                          f"a->b.enabled = true\noffset-syncs.topic.location = {location}\n", "mm2.properties")
+    flow = config.flow("a", "b")
+    assert flow.offset_syncs_location == expected
+    assert flow.offset_syncs_cluster == expected[0]
