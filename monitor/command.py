@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from monitor.metrics import GRANULARITIES, SERIES_MODES
-from monitor.watch import DEFAULT_LISTEN, MonitorOptions, parse_listen
+from monitor.watch import DEFAULT_LISTEN, MonitorOptions
 from replicator.errors import ConfigError
+from replicator.listen import parse_listen
 
 DESCRIPTION = """\
 Watch every enabled flow of an mm2.properties (sparkmirror's or an Apache
@@ -119,7 +120,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     from replicator.model.filters import GroupFilter, TopicFilter
     from replicator.webconfig import load_web_config
 
-    host, port = parse_listen(args.listen)
+    host, port = parse_listen(args.listen, "--listen", DEFAULT_LISTEN)
     for name in ("interval", "positions_interval", "groups_interval", "metadata_interval", "timeout",
                  "history_step"):
         if getattr(args, name) <= 0:

@@ -49,15 +49,6 @@ class MonitorOptions:
     history_step: float = 10.0       # seconds per point of the flows' history (monitor.history: 1,080 points)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464`` for IPv6) -> (host, port); ConfigError if malformed."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--listen {text!r} is not HOST:PORT", hint=f"for example {DEFAULT_LISTEN}")
-    return host, int(port)
-
-
 @dataclass(frozen=True)
 class WatchedFlow:
     """One enabled flow A->B as the monitor sees it."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from replicator.listen import parse_listen
 
 SOURCE_DEFAULT = "direct"
+METRICS_LISTEN = "127.0.0.1:9465"
 
 
 def register(sub) -> None:
@@ -40,8 +42,8 @@ def register(sub) -> None:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
-    p.add_argument("--metrics-listen", default="127.0.0.1:9465", metavar="HOST:PORT",
-                   help="serve the replicator's own Prometheus metrics here (default 127.0.0.1:9465; 'off' disables)")
+    p.add_argument("--metrics-listen", default=METRICS_LISTEN, metavar="HOST:PORT",
+                   help=f"serve the replicator's own Prometheus metrics here (default {METRICS_LISTEN}; 'off' disables)")
     p.add_argument("--web-config-file", metavar="FILE", default=None,
                    help="TLS and/or basic auth for the metrics endpoint, in Prometheus' web configuration format "
                         "(the same file sparkmirror monitor takes)")
@@ -49,11 +51,10 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.datapath.progress import parse_listen
     from replicator.model.config import load_config
     from replicator.model.flowclients import translate_clients
 
-    listen = parse_listen(args.metrics_listen)
+    listen = parse_listen(args.metrics_listen, "--metrics-listen", METRICS_LISTEN, can_be_off=True)
     if args.web_config_file is not None:
         from replicator.datapath.progress import metrics
         from replicator.webconfig import load_web_config

@@ -29,16 +29,6 @@ from replicator.errors import UsageError
 log = logging.getLogger("sparkmirror.replicate")
 
 
-def parse_listen(value: str) -> tuple[str, int] | None:
-    if value.lower() in ("off", "none", "0", ""):
-        return None
-    host, _, port = value.rpartition(":")
-    try:
-        return (host or "127.0.0.1", int(port))
-    except ValueError:
-        raise UsageError(f"--metrics-listen {value!r} is not HOST:PORT", hint="for example 127.0.0.1:9465, or off") from None
-
-
 class _QuietHandler(WSGIRequestHandler):
     timeout = 60  # seconds: a client that connects and says nothing (or never finishes TLS) gives its thread back
 
