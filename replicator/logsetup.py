@@ -35,6 +35,28 @@ CONTEXT_FIELDS = ("flow", "cluster", "topic", "partition")
 _context = threading.local()
 
 
+class LibrdkafkaLog:
+    """librdkafka's own log lines (connection refused every backoff...) at DEBUG only, with the cluster.
+
+    Pass as a confluent-kafka client's ``logger``. What a person must know (a cluster down,
+    credentials refused) is reported by the code that called the client; repeating it on
+    stderr every few seconds helps nobody. A line that does not format is dropped: this
+    runs on librdkafka's threads, where an exception helps nobody either.
+    """
+
+    def __init__(self, logger_name: str, cluster: str) -> None:
+        self._log = logging.getLogger(logger_name)
+        self._fields = {"cluster": cluster}
+
+    def log(self, _level: int, fmt: str, *args) -> None:
+        if not self._log.isEnabledFor(logging.DEBUG):
+            return
+        try:
+            self._log.debug(fmt % args if args else fmt, extra=self._fields)
+        except Exception:
+            pass
+
+
 @contextlib.contextmanager
 def log_context(**fields):
     """Stamp every record logged by this thread inside the block with ``fields``."""

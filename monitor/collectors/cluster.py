@@ -32,21 +32,6 @@ class ClusterUnavailable(Exception):
     """A request to a cluster failed or timed out (already recorded in the state)."""
 
 
-class _LibrdkafkaLog:
-    """librdkafka's own log lines (connection refused every backoff...) at DEBUG only.
-
-    Reachability is reported in /api/status and ``sparkmirror_cluster_up``;
-    repeating it on stderr every few seconds helps nobody.
-    """
-
-    def __init__(self, alias: str) -> None:
-        self._log = logging.getLogger(f"monitor.librdkafka.{alias}")
-        self._fields = {"cluster": alias}
-
-    def log(self, _level: int, fmt: str, *args: Any) -> None:
-        self._log.debug(fmt, *args, extra=self._fields)
-
-
 def describe(exc: BaseException) -> str:
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
@@ -64,7 +49,8 @@ class ClusterClient:
         self.alias = alias
         self.state = state
         self.timeout = timeout
-        self._logger = _LibrdkafkaLog(alias)
+        # Reachability is reported in /api/status and sparkmirror_cluster_up, not by librdkafka's lines.
+        self._logger = logsetup.LibrdkafkaLog(f"monitor.librdkafka.{alias}", alias)
         self._admin_config = {**admin_config, "logger": self._logger,
                               "socket.timeout.ms": int(timeout * 1000)}
         self._consumer_config = {

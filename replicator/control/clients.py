@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from replicator.logsetup import LibrdkafkaLog
 from replicator.model.clients import librdkafka_config
 from replicator.model.config import FlowConfig, MM2Config
 
@@ -41,23 +42,10 @@ class _ErrorRecorder:
             pass
 
 
-class _LibrdkafkaLogger:
-    """Route librdkafka's own log lines through Python logging at DEBUG."""
-
-    def __init__(self, cluster: str) -> None:
-        self._log = logging.getLogger(f"librdkafka.{cluster}")
-
-    def log(self, level, fmt, *args) -> None:
-        try:
-            self._log.debug(fmt % args if args else fmt)
-        except Exception:
-            pass
-
-
 def client_conf(config: MM2Config, alias: str, role: str, flow: FlowConfig | None = None, **extra) -> dict:
     conf = dict(librdkafka_config(config.client_config(alias, role, flow), role, cluster=alias))
     conf.update(extra)
-    conf.setdefault("logger", _LibrdkafkaLogger(alias))
+    conf.setdefault("logger", LibrdkafkaLog(f"librdkafka.{alias}", alias))
     conf.setdefault("error_cb", _ErrorRecorder(alias))
     return conf
 

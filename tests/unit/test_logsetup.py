@@ -38,3 +38,30 @@ def test_an_exception_is_one_field_on_the_same_line():
     except ValueError:
         line = _format("failed", exc_info=sys.exc_info())
     assert "ValueError: boom" in line["exception"] and "Traceback" in line["exception"]
+
+
+def test_librdkafka_lines_are_debug_only_carry_the_cluster_and_never_raise(caplog):
+    """The one adapter both the replicator's clients and the monitor's pass to confluent-kafka."""
+    from replicator.logsetup import LibrdkafkaLog
+
+    adapter = LibrdkafkaLog("librdkafka.dr", "dr")
+    with caplog.at_level(logging.INFO, logger="librdkafka.dr"):
+        adapter.log(3, "%s", "FAIL|rdkafka#producer-1| broker down")
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="librdkafka.dr"):
+        adapter.log(7, "%s|%s", "FAIL", "broker down")
+        adapter.log(7, "%s and %s", "only one argument")  # does not format: dropped, no exception
+    [record] = caplog.records
+    assert (record.levelno, record.getMessage(), record.cluster) == (logging.DEBUG, "FAIL|broker down", "dr")
+
+
+def test_the_replicators_kafka_clients_log_through_the_adapter(caplog):
+    from replicator.control.clients import client_conf
+    from replicator.model.config import parse_config
+
+    config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
+                          "a->b.enabled = true\n", "mm2.properties")
+    with caplog.at_level(logging.DEBUG, logger="librdkafka.b"):
+        client_conf(config, "b", "producer")["logger"].log(7, "%s", "CONNECT|rdkafka#producer-1| connecting")
+    [record] = caplog.records
+    assert (record.name, record.cluster) == ("librdkafka.b", "b")

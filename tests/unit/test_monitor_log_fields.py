@@ -8,11 +8,11 @@ import logging
 
 import pytest
 
-from monitor.collectors.cluster import ClusterClient, ClusterUnavailable, _LibrdkafkaLog
+from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
 from monitor.collectors.periodic import refresh_forever
 from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord
-from replicator.logsetup import JsonFormatter
+from replicator.logsetup import JsonFormatter, LibrdkafkaLog
 from replicator.model.records import Heartbeat
 from tests.support.evaluator import FLOW, make_state
 
@@ -54,7 +54,7 @@ def test_a_cluster_going_down_and_coming_back_is_logged_with_the_cluster(caplog)
 
 def test_librdkafkas_own_lines_carry_the_cluster(caplog):
     with caplog.at_level(logging.DEBUG, logger="monitor.librdkafka"):
-        _LibrdkafkaLog("dr").log(7, "%s", "FAIL|rdkafka#consumer-1| broker down")
+        LibrdkafkaLog("monitor.librdkafka.dr", "dr").log(7, "%s", "FAIL|rdkafka#consumer-1| broker down")
     [line] = lines(caplog)
     assert line["cluster"] == "dr"
 
