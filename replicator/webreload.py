@@ -29,7 +29,7 @@ import threading
 import time
 
 from replicator.errors import ConfigError
-from replicator.webconfig import BasicAuth, WebConfig, load_web_config
+from replicator.webconfig import WWW_AUTHENTICATE, BasicAuth, FailedLogins, WebConfig, load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +116,33 @@ class LiveWebConfig:
         self.config = config
         self._stamp = stamp if config is loaded[0] else _stamp(config)
         log.info("web config %s reloaded%s", config.path, f" ({', '.join(changes)})" if changes else "")
+
+
+class CredentialCheck:
+    """Basic auth as the live web config file says at each request; refusals logged, never the credentials.
+
+    The one check behind both HTTP servers: the monitor's (aiohttp, the check in a worker
+    thread: bcrypt takes tens of milliseconds) and the replicator's /metrics (WSGI).
+    A refused request gets ``STATUS``, ``HEADERS`` and ``BODY``.
+    """
+
+    STATUS = "401 Unauthorized"
+    HEADERS = {"WWW-Authenticate": WWW_AUTHENTICATE}
+    BODY = "401 Unauthorized\n"
+
+    def __init__(self, live: LiveWebConfig, log: logging.Logger) -> None:
+        self.live = live
+        self._failures = FailedLogins(log)
+
+    @property
+    def required(self) -> bool:
+        """False while the file has no basic_auth_users: every request passes."""
+        return self.live.auth is not None
+
+    def allows(self, header: str | None, path: str, remote: str | None) -> bool:
+        """Whether the ``Authorization`` header passes; a refusal is noted for the log."""
+        auth = self.live.auth  # the users of the file as it is now (it may be edited while we run)
+        if auth is None or auth.check(header):
+            return True
+        self._failures.note(path, remote)
+        return False

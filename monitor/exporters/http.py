@@ -34,8 +34,7 @@ from monitor.exporters import page
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render
 from monitor.history import History
-from replicator.webconfig import WWW_AUTHENTICATE, FailedLogins
-from replicator.webreload import LiveWebConfig
+from replicator.webreload import CredentialCheck, LiveWebConfig
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +52,18 @@ class HttpSources:
 
 
 def _basic_auth(live: LiveWebConfig, open_handlers: set):
-    failures = FailedLogins(log)
+    check = CredentialCheck(live, log)
 
     @web.middleware
     async def require_credentials(request: web.Request, handler):
-        auth = live.auth  # the users of the file as it is now (it may be edited while we run)
         # Decided by the handler the router chose, not by the path text: no spelling of a
         # path (%-escapes, dot segments, a trailing slash) reaches another handler without credentials.
-        if auth is None or request.match_info.handler in open_handlers:
+        if not check.required or request.match_info.handler in open_handlers:
             return await handler(request)
         # bcrypt takes tens of milliseconds: never on the event loop.
-        if await asyncio.to_thread(auth.check, request.headers.get("Authorization")):
+        if await asyncio.to_thread(check.allows, request.headers.get("Authorization"), request.path, request.remote):
             return await handler(request)
-        failures.note(request.path, request.remote)
-        return web.Response(status=401, text="401 Unauthorized\n", headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+        return web.Response(status=401, text=check.BODY, headers=check.HEADERS)
 
     return require_credentials
 

@@ -60,18 +60,14 @@ def _server_class(host: str, port: int, live):
     return Server
 
 
-def with_basic_auth(app, live, failures):
-    """The WSGI ``app`` behind the basic auth of ``live`` (a LiveWebConfig) as it is at each request."""
-    from replicator.webconfig import WWW_AUTHENTICATE
+def with_basic_auth(app, check):
+    """The WSGI ``app`` behind ``check`` (a replicator.webreload.CredentialCheck)."""
 
     def guarded(environ, start_response):
-        auth = live.auth
-        if auth is None or auth.check(environ.get("HTTP_AUTHORIZATION")):
+        if check.allows(environ.get("HTTP_AUTHORIZATION"), environ.get("PATH_INFO", ""), environ.get("REMOTE_ADDR")):
             return app(environ, start_response)
-        failures.note(environ.get("PATH_INFO", ""), environ.get("REMOTE_ADDR"))
-        start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
-                                            ("WWW-Authenticate", WWW_AUTHENTICATE)])
-        return [b"401 Unauthorized\n"]
+        start_response(check.STATUS, [("Content-Type", "text/plain; charset=utf-8"), *check.HEADERS.items()])
+        return [check.BODY.encode()]
 
     return guarded
 
@@ -112,11 +108,10 @@ class ReplicatorMetrics:
         app = make_wsgi_app(self.registry)
         live = None
         if self.web_config is not None:
-            from replicator.webconfig import FailedLogins
-            from replicator.webreload import LiveWebConfig
+            from replicator.webreload import CredentialCheck, LiveWebConfig
 
             live = LiveWebConfig(self.web_config)
-            app = with_basic_auth(app, live, FailedLogins(log))
+            app = with_basic_auth(app, CredentialCheck(live, log))
         try:
             self.server = make_server(host, port, app, _server_class(host, port, live), handler_class=_QuietHandler)
         except OSError as exc:

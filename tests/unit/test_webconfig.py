@@ -257,3 +257,36 @@ def test_monitor_app_asks_credentials_for_every_spelling_of_a_protected_path():
             await client.close()
 
     asyncio.run(scenario())
+
+
+def test_replicator_metrics_app_asks_credentials_and_logs_refusals_without_them(caplog):
+    """The replicator's WSGI /metrics goes through the same CredentialCheck as the monitor's server."""
+    import logging
+
+    from replicator.datapath.progress import with_basic_auth
+    from replicator.webreload import CredentialCheck
+
+    def metrics_app(_environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"metrics\n"]
+
+    live = LiveWebConfig(parse_web_config(f"basic_auth_users:\n  prometheus: {HASH}\n", "w.yml"))
+    app = with_basic_auth(metrics_app, CredentialCheck(live, logging.getLogger("sparkmirror.replicate")))
+
+    def get(authorization: str | None):
+        answer = {}
+        environ = {"PATH_INFO": "/metrics", "REMOTE_ADDR": "10.0.0.9"}
+        if authorization is not None:
+            environ["HTTP_AUTHORIZATION"] = authorization
+        body = b"".join(app(environ, lambda status, headers: answer.update(status=status, headers=dict(headers))))
+        return answer["status"], answer["headers"], body
+
+    assert get(header("prometheus", "s3cret-pw"))[::2] == ("200 OK", b"metrics\n")
+    with caplog.at_level(logging.WARNING, logger="sparkmirror.replicate"):
+        for authorization in (None, header("prometheus", "wrong-pw-77"), "Bearer x"):
+            status, headers, body = get(authorization)
+            assert (status, body) == ("401 Unauthorized", b"401 Unauthorized\n")
+            assert headers["WWW-Authenticate"].startswith("Basic realm=")
+    [refusal] = caplog.records  # at most one line a minute, with the count
+    assert "refused 1 HTTP request(s)" in refusal.getMessage() and "/metrics from 10.0.0.9" in refusal.getMessage()
+    assert "wrong-pw-77" not in caplog.text
