@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.workloads import WORKLOADS
+
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = """# Benchmarks
 
@@ -109,8 +111,6 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
     for r in results:
         newest[r["workload"]] = max(newest.get(r["workload"], ""), r.get("date", ""))
     # Workloads the harness no longer has (an earlier version's) stay in results.json only.
-    from bench.run import WORKLOADS
-
     current = {w["name"] for w in WORKLOADS.values()}
     newest = {w: d for w, d in newest.items() if w in current}
     out = [HEADER]

@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procstats import TreeSampler
+from bench.workloads import WORKLOADS
 from replicator.devenv import artifacts
 from replicator.devenv.kafka import KafkaCluster, free_port
 from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
@@ -200,13 +201,6 @@ def sparkmirror_config(src: str, dst: str, topic: str, path: Path, extra: dict[s
 
 POLL_S = 0.25  # how often the target's end offsets are read while waiting
 
-WORKLOADS = {
-    "a": {"name": "catchup-2m-1kb-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 12},
-    "b": {"name": "catchup-2m-100b-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 100, "partitions": 12},
-    "c": {"name": "catchup-2m-1kb-48p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 48},
-    "d": {"name": "steady-1kb-12p", "kind": "steady", "value_bytes": 1024, "partitions": 12, "seconds": 180,
-          "warm_up": 20.0, "load": 0.5},
-}
 SPARKMIRROR_SYSTEMS = {
     # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
     # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
