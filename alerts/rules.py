@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alerts.config import DEFAULT, Config
-from dashboards.queries import heartbeat_latency_quantile
-from dashboards.queries import sel as _sel
+from alerts.promql import heartbeat_latency_quantile
+from alerts.promql import sel as _sel
 from monitor import metrics as m
 
 GROUP = "sparkmirror"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from alerts.promql import heartbeat_latency_quantile, rate, sel
 from monitor import metrics as m
 
 FLOW = 'flow=~"$flow"'
@@ -36,16 +37,6 @@ class Query:
     instant: bool = False  # tables of "now" (top-k) query one instant, not a range
 
 
-def sel(spec: m.MetricSpec, *matchers: str, suffix: str = "") -> str:
-    """``name{matchers}`` of a spec; ``suffix`` selects a histogram series (``_bucket``...)."""
-    name = spec.name + suffix
-    return f"{name}{{{','.join(matchers)}}}" if matchers else name
-
-
-def rate(spec: m.MetricSpec, *matchers: str, window: str = "$__rate_interval", suffix: str = "") -> str:
-    return f"rate({sel(spec, *matchers, suffix=suffix)}[{window}])"
-
-
 def status_code(*matchers: str, by: str = "flow") -> str:
     """The flow status as its numeric code (0 OK ... 4 ERR, ``monitor.metrics.STATUS_CODES``).
 
@@ -58,11 +49,6 @@ def status_code(*matchers: str, by: str = "flow") -> str:
         one_status = 'status="%s"' % status
         parts.append(f"{sel(m.FLOW_STATUS, *matchers, one_status)} * {code}")
     return f"max by ({by}) ({' or '.join(parts)})"
-
-
-def heartbeat_latency_quantile(q: float, *matchers: str, window: str = "$__rate_interval") -> str:
-    buckets = f"sum by (flow, le) ({rate(m.HEARTBEAT_LATENCY, *matchers, window=window, suffix='_bucket')})"
-    return f"histogram_quantile({q}, {buckets})"
 
 
 # --- overview: summary line ----------------------------------------------------
