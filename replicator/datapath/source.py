@@ -16,8 +16,8 @@ to the target cluster inside one Python process:
   per core (``group_ranges``: by default ``spark.default.parallelism`` tasks of
   about equal record counts);
 * ``read`` (executor) consumes exactly its ranges ``[start, end)`` with
-  confluent-kafka, produces every record with ``MirrorWriter``'s placement
-  tracking, and yields the runs — where each record landed — as Arrow rows. The
+  confluent-kafka, produces every record with the writer's placement tracking
+  (``writer._Placements``), and yields the runs — where each record landed — as Arrow rows. The
   driver turns those into MM2 offset-syncs before Spark commits the batch, as on
   every micro-batch path.
 

@@ -1,10 +1,13 @@
-"""The executor side of the data path: write one Spark partition to the target.
+"""The executor side of the micro-batch data paths: write records to the target.
 
-Spark's Kafka source gives one Spark partition per Kafka topic-partition, rows in
-offset order. ``MirrorWriter`` produces every row with confluent-kafka to the
-renamed topic, same partition, same key, value, headers (order and repeats kept)
-and the same timestamp, and learns from the delivery reports where each record
-landed. It returns those placements as *runs* — stretches where both the
+The direct source's tasks (``source.py``) produce the records they read through
+this module's producer and placement tracking; with ``--source kafka``,
+``write_partition`` is the ``mapInArrow`` body over Spark's Kafka source, which
+gives one Spark partition per Kafka topic-partition, rows in offset order. Every
+record goes with confluent-kafka to the renamed topic, same partition, same key,
+value, headers (order and repeats kept) and the same timestamp, and
+``_Placements`` learns from the delivery reports where each record landed. The
+writer returns those placements as *runs* — stretches where both the
 upstream and the downstream offsets are consecutive — so a contiguous batch of a
 million records comes back to the driver as one row, and the driver derives the
 exact MM2 offset-syncs from them.
