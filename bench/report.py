@@ -26,14 +26,14 @@ source's heartbeats arriving in `<alias>.heartbeats` (one a second; what the
 monitor's `sparkmirror_heartbeat_latency_seconds` measures).
 
 Systems:
-- **sparkmirror**: Spark `local[*,4]`, the default direct source in micro-batches
-  (Spark plans and checkpoints offset ranges, one task per core copies them with
-  confluent-kafka), offset-syncs and heartbeats on, writer `linger.ms=5`,
-  `acks=all`, idempotent.
-- **sparkmirror-realtime** (when measured): `--data-path auto`: a backlog of
-  10,000+ records in micro-batches, then Spark's real-time mode (one long-lived
-  task per partition, each record handed at once to the JVM writer, offsets
-  checkpointed every 5 s), `local[cores + partitions + 16, 4]`.
+- **sparkmirror**: the default (`--data-path auto`): a backlog in micro-batches
+  over the direct source (Spark plans and checkpoints offset ranges, one task per
+  core copies them with confluent-kafka), then, once caught up, Spark's real-time
+  mode (one long-lived task per partition, each record handed at once to the JVM
+  writer, offsets checkpointed every 5 s), `local[cores + partitions + 16, 4]`;
+  offset-syncs and heartbeats on, writer `linger.ms=5`, `acks=all`, idempotent.
+- **sparkmirror-microbatch**: `--data-path micro-batch`, micro-batches only
+  (`local[*,4]`).
 - **sparkmirror-kafka**: the same with `--source kafka` (Spark's
   spark-sql-kafka-0-10 source feeding the writer through Arrow), the path
   exactly-once flows run on.
@@ -159,7 +159,7 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
                        f"{f('peak_rss_mb')} |")
         if "sparkmirror" in by and not first.get("target_rate"):
             ratios = [f"sparkmirror/{p} = {by['sparkmirror']['records_per_s'] / by[p]['records_per_s']:.2f}x"
-                      for p in ("mm2", "raw", "sparkmirror-realtime", "sparkmirror-baseline", "sparkmirror-kafka",
+                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-baseline", "sparkmirror-kafka",
                                 "sparkmirror-eos")
                       if p in by and by[p]["records_per_s"]]
             if ratios:

@@ -205,10 +205,9 @@ SPARKMIRROR_SYSTEMS = {
     # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
     # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
     # one does not resume from another's offset-syncs (and copy nothing).
-    "sparkmirror": (("sm", "dr"), [], {}),  # the default: the direct source in micro-batches
-    # a backlog in micro-batches, then Spark's real-time mode once caught up
-    "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "auto"], {}),
-    # micro-batches only, whatever the default is
+    # the default: a backlog in micro-batches (the direct source), then Spark's real-time mode
+    "sparkmirror": (("sm", "dr"), [], {}),
+    # micro-batches only (--data-path micro-batch): the default before real time
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),

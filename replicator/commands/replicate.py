@@ -33,12 +33,13 @@ def register(sub) -> None:
                         "with confluent-kafka, record bytes never enter the JVM; 'kafka' — Spark's "
                         "spark-sql-kafka-0-10 source feeds the writer through Arrow (slower; see BENCHMARKS.md); "
                         "exactly-once flows always use 'kafka' (default: %(default)s)")
-    p.add_argument("--data-path", choices=("auto", "real-time", "micro-batch"), default="micro-batch",
-                   help="'micro-batch' (default) — batches planned every trigger; 'real-time' — Spark's real-time "
-                        "mode: one long-lived task per partition copies each record as it arrives (sub-second "
-                        "latency); 'auto' — a backlog in micro-batches, then real time once caught up, unless the "
-                        "flow is exactly-once, --source kafka or --max-records-per-batch is given, or the writer "
-                        "cannot be built (no javac); the log says which path each flow takes and why")
+    p.add_argument("--data-path", choices=("auto", "real-time", "micro-batch"), default="auto",
+                   help="'auto' (default) — a backlog in micro-batches, then Spark's real-time mode once caught up "
+                        "(one long-lived task per partition copies each record as it arrives: sub-second "
+                        "latency), unless the flow is exactly-once, --source kafka or --max-records-per-batch is "
+                        "given, or the writer cannot be built (no javac); 'micro-batch' — batches planned every "
+                        "trigger, one task per core; 'real-time' — real time from the start; the log says which "
+                        "path each flow takes and why")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")

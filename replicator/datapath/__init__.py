@@ -1,12 +1,13 @@
 """The Spark data path: one streaming query per enabled flow, three ways to read.
 
-* micro-batches over the direct source (the default, ``source.py``): Spark plans
-  and checkpoints offset ranges; each task reads its ranges with confluent-kafka and
-  produces them with the Python writer (``writer.py``), so record bytes never pass
-  through the JVM;
-* Spark's real-time mode (``realtime.py``, ``--data-path``): one long-lived task per
-  partition hands each record at once to the JVM writer
-  (``replicator/jvm/sparkmirror/MirrorForeachWriter.java``, built by ``jvmwriter.py``);
+* Spark's real-time mode (``realtime.py``; the default once a flow has caught up,
+  ``--data-path auto``): one long-lived task per partition hands each record at once
+  to the JVM writer (``replicator/jvm/sparkmirror/MirrorForeachWriter.java``, built by
+  ``jvmwriter.py``);
+* micro-batches over the direct source (``source.py``; a backlog, and flows that
+  cannot run in real time): Spark plans and checkpoints offset ranges; each task
+  reads its ranges with confluent-kafka and produces them with the Python writer
+  (``writer.py``), so record bytes never pass through the JVM;
 * micro-batches over Spark's Kafka source (``--source kafka``, and exactly-once flows
   through ``eos_writer.py``): the rows reach the Python writer through Arrow.
 

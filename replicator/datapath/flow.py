@@ -1,8 +1,9 @@
 """One enabled flow A->B: its streaming query, its batches and its offset-syncs.
 
-The query reads in micro-batches over the direct source (the default), over Spark's
-Kafka source (``--source kafka``, exactly-once flows), or in Spark's real-time mode
-(``realtime.py`` decides which; ``choose_path``). In micro-batches
+The query reads in Spark's real-time mode (the default once caught up), in
+micro-batches over the direct source (a backlog first, or a flow that cannot run in
+real time), or over Spark's Kafka source (``--source kafka``, exactly-once flows);
+``realtime.choose_path`` decides. In micro-batches
 (``foreachBatch``) the executors write the batch's records and return where they
 landed as runs; the driver turns the runs into MM2 offset-syncs (MM2's emission
 rule, exact downstream offsets from the delivery reports), sends them together with

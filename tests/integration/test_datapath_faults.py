@@ -138,7 +138,8 @@ def _end_offsets_sum(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def test_rejected_record_stops_the_flow_and_is_not_skipped(kafka_clusters, tmp_path, unique):
+@pytest.mark.parametrize("data_path", ["micro-batch", "real-time"])
+def test_rejected_record_stops_the_flow_and_is_not_skipped(kafka_clusters, tmp_path, unique, data_path):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"reject-{unique}"
     create_topic(primary, topic, 1)
@@ -149,7 +150,7 @@ def test_rejected_record_stops_the_flow_and_is_not_skipped(kafka_clusters, tmp_p
     records += [{"key": b"k", "value": b"after-%d" % i} for i in range(5)]
     produce(primary, topic, records)
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log").start()
+    rep = Replicator(config, tmp_path / "ck", tmp_path / "replicator.log", extra_args=["--data-path", data_path]).start()
     try:
         code = rep.wait(240)
     finally:
