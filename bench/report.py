@@ -34,6 +34,8 @@ Systems:
   offset-syncs and heartbeats on, writer `linger.ms=5`, `acks=all`, idempotent.
 - **sparkmirror-microbatch**: `--data-path micro-batch`, micro-batches only
   (`local[*,4]`).
+- **sparkmirror-realtime** (when measured): `--data-path real-time`, real time
+  from the start, a backlog included.
 - **sparkmirror-kafka**: the same with `--source kafka` (Spark's
   spark-sql-kafka-0-10 source feeding the writer through Arrow), the path
   exactly-once flows run on.
@@ -159,8 +161,8 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
                        f"{f('peak_rss_mb')} |")
         if "sparkmirror" in by and not first.get("target_rate"):
             ratios = [f"sparkmirror/{p} = {by['sparkmirror']['records_per_s'] / by[p]['records_per_s']:.2f}x"
-                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-baseline", "sparkmirror-kafka",
-                                "sparkmirror-eos")
+                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-realtime", "sparkmirror-baseline",
+                                "sparkmirror-kafka", "sparkmirror-eos")
                       if p in by and by[p]["records_per_s"]]
             if ratios:
                 out.append("\nThroughput ratios: " + ", ".join(ratios) + ".\n")

@@ -209,6 +209,8 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror": (("sm", "dr"), [], {}),
     # micro-batches only (--data-path micro-batch): the default before real time
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
+    # real time from the start, a backlog included (--data-path real-time)
+    "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "real-time"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run

@@ -11,7 +11,11 @@ rate, ETA), as a log line every ``log_every`` seconds otherwise (or with
 ``--log-format json``), and always on the replicator's /metrics as
 ``sparkmirror_replicator_backlog_records`` and ``sparkmirror_replicator_catchup_eta_seconds``.
 A catch-up starts when the backlog is above ``CATCHING_UP_RECORDS`` and ends, with one
-"caught up" line, when it falls below ``CAUGHT_UP_RECORDS``.
+"caught up" line, when it falls below ``CAUGHT_UP_RECORDS``. On a busy source both
+thresholds are at least as many records as the source adds in ``CATCHING_UP_SECONDS``
+and ``CAUGHT_UP_SECONDS``: a flow keeping pace always has about one batch of records in
+flight, which at 75,000 records/s is more than 10,000 (it started and ended a "catch-up"
+every few seconds, and a flow in micro-batches never came below 1,000 to go real time).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ log = logging.getLogger("sparkmirror.replicate")
 
 CATCHING_UP_RECORDS = 10_000
 CAUGHT_UP_RECORDS = 1_000
+CATCHING_UP_SECONDS = 10.0
+CAUGHT_UP_SECONDS = 3.0
 
 
 @dataclass
@@ -118,7 +124,7 @@ class CatchUpTracker:
             self.copy_rate = (1 - a) * self.copy_rate + a * max(0, copied_records - rec0) / dt
             self.source_rate = (1 - a) * self.source_rate + a * max(0, source_total - src0) / dt
         self._last = (now, source_total, copied_records, copied_bytes)
-        if not self.active and backlog > CATCHING_UP_RECORDS:
+        if not self.active and backlog > self.catching_up_above():
             self.active = True
             self._start_records, self._start_bytes, self._started_at = copied_records, copied_bytes, now
         gain = self.copy_rate - self.source_rate
@@ -132,8 +138,16 @@ class CatchUpTracker:
             measured=measured,
         )
 
+    def catching_up_above(self) -> float:
+        """A backlog above this many records is a catch-up (see the module docstring)."""
+        return max(CATCHING_UP_RECORDS, self.source_rate * CATCHING_UP_SECONDS)
+
+    def caught_up_below(self) -> float:
+        """A backlog below this many records is caught up: within a few seconds of the source."""
+        return max(CAUGHT_UP_RECORDS, self.source_rate * CAUGHT_UP_SECONDS)
+
     def finish(self, now: float) -> float | None:
-        """The catch-up ended (backlog below CAUGHT_UP_RECORDS): its duration, once."""
+        """The catch-up ended (backlog below ``caught_up_below``): its duration, once."""
         if not self.active:
             return None
         self.active = False
@@ -170,7 +184,8 @@ def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -
         now = time.monotonic()
         est = tracker.update(now, ends, committed, fr.stats.records, fr.stats.bytes)
         metrics().catchup(fr.name, est.backlog, est.eta)
-        if tracker.active and est.backlog >= CAUGHT_UP_RECORDS:
+        caught_up = est.backlog < tracker.caught_up_below()
+        if tracker.active and not caught_up:
             if live:
                 stream.write("\r\x1b[2K" + est.line(fr.name))
                 stream.flush()
@@ -183,5 +198,5 @@ def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -
                 stream.write("\r\x1b[2K")
             log.info("flow %s caught up: %s records in %s (%s records/s)", fr.name, f"{est.done:,}",
                      _duration(took), f"{est.done / took:,.0f}" if took else "-")
-        if est.measured and est.backlog < CAUGHT_UP_RECORDS and getattr(fr, "catching_up_first", False):
+        if est.measured and caught_up and getattr(fr, "catching_up_first", False):
             fr.caught_up()  # a flow that caught up in micro-batches goes real time

@@ -54,3 +54,28 @@ def test_committed_offsets_from_sparks_progress():
     assert committed_offsets(query) == {("orders", 0): 10, ("orders", 1): 20}
     assert committed_offsets(SimpleNamespace(lastProgress=None)) is None
     assert committed_offsets(None) is None
+
+
+def test_a_flow_keeping_pace_with_a_busy_source_is_not_catching_up():
+    """At 75,000 records/s about one batch of records is always in flight: 10,000-20,000 to
+    go is keeping pace, not a catch-up starting and ending every few seconds."""
+    from replicator.datapath.catchup import CAUGHT_UP_SECONDS
+
+    t = CatchUpTracker(smoothing=1.0)
+    rate, copied = 75_000, 0
+    t.update(0.0, {("a", 0): 0}, {("a", 0): 0}, 0, 0)
+    for step in range(1, 30):
+        end = rate * step
+        in_flight = 8_000 if step % 2 else 20_000
+        copied = end - in_flight
+        t.update(float(step), {("a", 0): end}, {("a", 0): copied}, copied, copied * 1024)
+        if step > 1:
+            assert not t.active, step
+    # a real backlog on the same busy source is a catch-up, and it ends within a few seconds of the source
+    t.update(30.0, {("a", 0): rate * 30}, {("a", 0): rate * 30 - 2_000_000}, copied, copied * 1024)
+    assert t.active
+    assert t.caught_up_below() == rate * CAUGHT_UP_SECONDS
+    # a quiet source: the absolute thresholds
+    q = CatchUpTracker(smoothing=1.0)
+    q.update(0.0, {("a", 0): 5_000}, {("a", 0): 0}, 0, 0)
+    assert not q.active and q.caught_up_below() == 1_000
