@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -480,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work / "src" / "log", ignore_errors=True)
         shutil.rmtree(work / "dst" / "log", ignore_errors=True)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.run " + shlex.join(argv if argv is not None else sys.argv[1:])
     for r in results:
         r.update({"date": stamp, "machine": machine(), "command": command.strip()})
     for wl in chosen:
