@@ -241,8 +241,10 @@ def test_topic_config_sync_over_time(run):
     assert int(getattr(c["min.insync.replicas"].source, "value", c["min.insync.replicas"].source)) == \
         ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert c["message.timestamp.type"].value == "CreateTime"
+    # the replicator logs the change once the broker has confirmed it: the line can trail what
+    # describe_configs already shows by a moment
+    rep.wait_for_log(f"config sync primary->dr: {remote}: retention.ms=7200000 (was 3600000)", 30)
     log = rep.log()
-    assert f"config sync primary->dr: {remote}: retention.ms=7200000 (was 3600000)" in log
     assert "min.insync.replicas" not in "\n".join(ln for ln in log.splitlines() if "config sync" in ln)
 
 
