@@ -16,6 +16,8 @@ thresholds are at least as many records as the source adds in ``CATCHING_UP_SECO
 and ``CAUGHT_UP_SECONDS``: a flow keeping pace always has about one batch of records in
 flight, which at 75,000 records/s is more than 10,000 (it started and ended a "catch-up"
 every few seconds, and a flow in micro-batches never came below 1,000 to go real time).
+That rate is the source's sustained one, the median of its last few looks: a burst (a
+backlog written all at once) is the catch-up itself and must not raise the bar above it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import logging
 import math
 import sys
 import time
+import statistics
+from collections import deque
 from dataclasses import dataclass
 
 from replicator import logsetup
@@ -36,6 +40,7 @@ CATCHING_UP_RECORDS = 10_000
 CAUGHT_UP_RECORDS = 1_000
 CATCHING_UP_SECONDS = 10.0
 CAUGHT_UP_SECONDS = 3.0
+SUSTAINED_LOOKS = 5  # the source rate the thresholds scale with: the median of this many looks
 
 
 @dataclass
@@ -107,6 +112,7 @@ class CatchUpTracker:
         self._last: tuple[float, int, int, int] | None = None  # t, source total, copied records, copied bytes
         self.copy_rate = 0.0
         self.source_rate = 0.0
+        self._source_rates: deque[float] = deque(maxlen=SUSTAINED_LOOKS)  # unsmoothed, one per look
         self.active = False
         self._start_records = 0
         self._start_bytes = 0
@@ -122,7 +128,9 @@ class CatchUpTracker:
             dt = max(now - t0, 1e-3)
             a = self.smoothing
             self.copy_rate = (1 - a) * self.copy_rate + a * max(0, copied_records - rec0) / dt
-            self.source_rate = (1 - a) * self.source_rate + a * max(0, source_total - src0) / dt
+            added = max(0, source_total - src0) / dt
+            self.source_rate = (1 - a) * self.source_rate + a * added
+            self._source_rates.append(added)
         self._last = (now, source_total, copied_records, copied_bytes)
         if not self.active and backlog > self.catching_up_above():
             self.active = True
@@ -138,13 +146,17 @@ class CatchUpTracker:
             measured=measured,
         )
 
+    def sustained_source_rate(self) -> float:
+        """Records/s the source keeps adding: the median of the last looks, so one burst does not count."""
+        return statistics.median(self._source_rates) if self._source_rates else 0.0
+
     def catching_up_above(self) -> float:
         """A backlog above this many records is a catch-up (see the module docstring)."""
-        return max(CATCHING_UP_RECORDS, self.source_rate * CATCHING_UP_SECONDS)
+        return max(CATCHING_UP_RECORDS, self.sustained_source_rate() * CATCHING_UP_SECONDS)
 
     def caught_up_below(self) -> float:
         """A backlog below this many records is caught up: within a few seconds of the source."""
-        return max(CAUGHT_UP_RECORDS, self.source_rate * CAUGHT_UP_SECONDS)
+        return max(CAUGHT_UP_RECORDS, self.sustained_source_rate() * CAUGHT_UP_SECONDS)
 
     def finish(self, now: float) -> float | None:
         """The catch-up ended (backlog below ``caught_up_below``): its duration, once."""

@@ -79,3 +79,15 @@ def test_a_flow_keeping_pace_with_a_busy_source_is_not_catching_up():
     q = CatchUpTracker(smoothing=1.0)
     q.update(0.0, {("a", 0): 5_000}, {("a", 0): 0}, 0, 0)
     assert not q.active and q.caught_up_below() == 1_000
+
+
+def test_a_backlog_written_all_at_once_is_a_catch_up():
+    """A quiet source, then 29,900 records in one burst that the copy takes several looks to work
+    through: the burst is the backlog, not a busy source that raises the bar above it."""
+    t = CatchUpTracker()
+    for step in range(5):
+        t.update(float(step), {("a", 0): 100}, {("a", 0): 100}, 100, 100)
+    t.update(5.0, {("a", 0): 30_000}, {("a", 0): 2_100}, 2_100, 2_100)
+    t.update(6.0, {("a", 0): 30_000}, {("a", 0): 6_100}, 6_100, 6_100)
+    assert t.active
+    assert t.catching_up_above() == 10_000
