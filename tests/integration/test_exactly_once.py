@@ -103,7 +103,7 @@ def test_sigkill_restart_loop_exactly_once(kafka_clusters, tmp_path, unique, art
             if kind == "random":
                 # Startup (JVM, query) takes 10-20 s here: some land in it, others anywhere in a
                 # batch (between a partition's commit and Spark's batch commit too).
-                time.sleep(rng.uniform(8, 30))
+                time.sleep(rng.uniform(8, 22))
             else:
                 kind = "open-transaction" if wait_for_open_transaction(dr, mirror, 120) else "open-transaction-not-seen"
             assert rep.running(), rep.log()[-3000:]
