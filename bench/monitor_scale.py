@@ -20,7 +20,9 @@ status:
   p50 over the run;
 - loop_block_max_ms: the slowest ``GET /healthz`` (it does nothing but answer,
   so its time is how long the event loop was busy with something else);
-- evaluation_max_ms: the slowest evaluation (``evaluation_seconds``);
+- evaluation_max_ms: the slowest evaluation (``evaluation_seconds``, its own work);
+  evaluation_step_max_ms: the longest it kept the event loop busy at once (it runs in
+  steps, letting requests through in between);
 - cpu_percent: the monitor process' CPU over the run, in % of one core;
   rss_mb: its peak RSS.
 
@@ -115,7 +117,7 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
     sampler.sample()
     cpu0, wall0 = sampler.cpu_seconds, time.monotonic()
     sampler.start()
-    refresh, probe, evaluation, metrics_t, status_t, healthz_t = [], [], [], [], [], []
+    refresh, probe, evaluation, steps, metrics_t, status_t, healthz_t = [], [], [], [], [], [], []
     metrics_bytes = 0
     end = time.monotonic() + args.seconds
     next_heavy = 0.0
@@ -133,6 +135,9 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
             refresh.append(secs.get("offsets", 0.0))
             probe.append(secs.get("lag_probe", 0.0))
             evaluation.append(doc["monitor"]["evaluation_seconds"])
+            step = doc["monitor"].get("evaluation_longest_step_seconds")
+            if step is not None:
+                steps.append(step)
         time.sleep(0.25)
     sampler.stop()
     cpu = (sampler.cpu_seconds - cpu0) / (time.monotonic() - wall0) * 100
@@ -146,6 +151,7 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
         "metrics_ms": ms(metrics_t), "metrics_max_ms": ms(metrics_t, max), "metrics_bytes": metrics_bytes,
         "status_ms": ms(status_t), "status_max_ms": ms(status_t, max),
         "probe_ms": ms(probe), "evaluation_max_ms": ms(evaluation, max),
+        "evaluation_step_max_ms": ms(steps, max) if steps else None,
         "loop_block_max_ms": ms(healthz_t, max),
         "cpu_percent": round(cpu, 1), "rss_mb": round(sampler.peak_rss / 2**20, 1),
         "busy_rate": args.rate, "seconds": args.seconds,

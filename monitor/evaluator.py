@@ -285,6 +285,29 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                            catchup_eta_seconds=pace.eta_seconds)
 
 
+def _idle_signature(part: PartitionState) -> tuple | None:
+    """What a caught-up partition's result depends on, when its sample window shows no movement.
+
+    Most partitions of a large flow are caught up and idle: their result is the same at every
+    evaluation but for the time of the read, so the evaluator reuses it while this signature is
+    unchanged (the figures, the probe, the window's ends; a window whose ends differ has rates
+    that change with the clock) rather than building it again: evaluation costs what changed.
+    A source transaction held open (last stable offset below the high watermark) is never
+    reused: its status depends on how long the window has seen it.
+    """
+    window = part.window
+    if not window:
+        return None
+    first, last = window[0], window[-1]
+    if first.position is None or first.position != last.position or first.source_end != last.source_end:
+        return None
+    high = part.source_high_watermark
+    if high is not None and part.source_end is not None and high > part.source_end:
+        return None
+    return (part.position, part.source_start, part.source_end, part.target_end, high, part.probe,
+            first.position, first.source_end, len(window) >= 2 and last.at > first.at)
+
+
 def _window_ends(window: list) -> tuple:
     """The oldest and newest samples with a known position, as catch-up's (at, position, end) tuples."""
     if len(window) < 2:
@@ -500,11 +523,24 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
                                 hb.last_latency, stopped, arrival_age)
 
     partitions = []
-    for i, (_, p) in enumerate(sorted(fs.partitions.items()), 1):
-        partitions.append(_partition(p, now, stopped, stop_reason, settings))
+    previous, kept = fs.idle_results, {}
+    for i, (key, p) in enumerate(sorted(fs.partitions.items()), 1):
+        signature = _idle_signature(p)
+        hit = previous.get(key) if signature is not None else None
+        if hit is not None and hit[0] == signature and hit[1].status == OK and not hit[1].reasons:
+            result = hit[1]
+            result.read_at = p.read_at
+        else:
+            result = _partition(p, now, stopped, stop_reason, settings)
+        if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
+            kept[key] = (signature, result)
+        partitions.append(result)
         if i % STEP_PARTITIONS == 0:
             yield
+    fs.idle_results = kept
+    yield  # what follows goes over every partition again, in a few steps of its own
     low = _headroom(partitions, fs, now, settings)
+    yield
     by_status = {s: 0 for s in STATUSES}
     for p in partitions:
         by_status[p.status] += 1
@@ -541,6 +577,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
 
     lags = [p.lag_records for p in partitions if p.lag_records is not None]
     secs = [p.lag_seconds for p in partitions if p.lag_seconds is not None]
+    yield
     moved = any(len(p.window) >= 2 and p.window[-1].position != p.window[0].position
                 for p in fs.partitions.values())
     if w.heartbeats_expected:
@@ -550,11 +587,13 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
     pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
                            for p in partitions if p.catchup_state != catchup.UNKNOWN)
+    yield
+    topics = _topics(partitions, fs.lost_total)
     return FlowResult(
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
         fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
         fs.source_total, fs.probes_total, dict(fs.lost_total), by_status, partitions,
-        _topics(partitions, fs.lost_total), groups, dict(fs.collector_seconds),
+        topics, groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
         low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds)
 

@@ -167,6 +167,9 @@ class FlowState:
     source_total: int = 0
     probes_total: int = 0
     collector_seconds: dict[str, float] = field(default_factory=dict)
+    # The evaluator's memory of caught-up idle partitions' results (monitor.evaluator._idle_signature):
+    # reused while their figures do not move, so an evaluation costs what changed.
+    idle_results: dict[TopicPartition, tuple] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from monitor import catchup
 from monitor import metrics as m
-from monitor.evaluator import Evaluation, FlowResult
+from monitor.evaluator import Evaluation, FlowResult, PartitionResult
 from monitor.readiness import Headroom
 
 Sample = tuple[m.MetricSpec, tuple[str, ...], float]
@@ -29,18 +29,24 @@ def served_specs(granularity: str) -> list[m.MetricSpec]:
     return [s for s in m.ALL if s.level in MONITOR_LEVELS and m.enabled(s, granularity)]
 
 
-def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
+def partition_level(ev: Evaluation) -> bool:
+    """Per-partition series: every one, none (--series topic) or only those not OK (--series not-ok)."""
+    return ev.granularity == "partition" and ev.series != "topic"
+
+
+def samples(ev: Evaluation, version: str = "", partitions: bool = True) -> Iterator[Sample]:
+    """Every sample; ``partitions=False`` leaves out the partitions' own series (see
+    ``partition_samples``), which an exporter may render from a cache of its own."""
     g = ev.granularity
     topic_level = g != "flow"
-    # per-partition series: every one, none (--series topic) or only those not OK (--series not-ok)
-    partition_level = g == "partition" and ev.series != "topic"
+    per_partition = partition_level(ev)
     only_not_ok = ev.series == "not-ok"
     for c in ev.clusters:
         if c.up is not None:
             yield m.CLUSTER_UP, (c.alias,), 1.0 if c.up else 0.0
         yield m.CLUSTER_ERRORS, (c.alias,), float(c.errors_total)
     for f in ev.flows:
-        yield from _flow(f, topic_level, partition_level, ev.generated_at - ev.started_at, only_not_ok)
+        yield from _flow(f, topic_level, per_partition, ev.generated_at - ev.started_at, only_not_ok, partitions)
     for (cluster, topic, record_type), count in sorted(ev.decode_errors.items()):
         yield m.DECODE_ERRORS, (cluster, topic, record_type), float(count)
     yield m.EVALUATION_DURATION, (), ev.duration_seconds
@@ -48,8 +54,8 @@ def samples(ev: Evaluation, version: str = "") -> Iterator[Sample]:
     yield m.MONITOR_INFO, (version, g), 1.0
 
 
-def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_seconds: float,
-          only_not_ok: bool = False) -> Iterator[Sample]:
+def _flow(f: FlowResult, topic_level: bool, per_partition: bool, watched_seconds: float,
+          only_not_ok: bool = False, partitions: bool = True) -> Iterator[Sample]:
     fl = (f.name,)
     yield m.FLOW_INFO, (f.name, f.source, f.target), 1.0
     for status in m.STATUSES:
@@ -103,24 +109,10 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
             headroom = _headroom(t.retention_headroom_seconds, t.retention_unlimited)
             if headroom is not None:
                 yield m.TOPIC_RETENTION_HEADROOM, labels, headroom
-    if partition_level:
+    if per_partition and partitions:
         for p in f.partitions:
-            if only_not_ok and p.status == "OK":
-                continue
-            labels = (f.name, p.topic, str(p.partition))
-            yield m.PARTITION_STATUS_CODE, labels, float(m.STATUS_CODES[p.status])
-            if p.lag_records is not None:
-                yield m.PARTITION_LAG_RECORDS, labels, float(p.lag_records)
-            if p.lag_seconds is not None:
-                yield m.PARTITION_LAG_SECONDS, labels, p.lag_seconds
-            headroom = _headroom(p.retention_headroom_seconds, p.retention_unlimited)
-            if headroom is not None:
-                yield m.PARTITION_RETENTION_HEADROOM, labels, headroom
-            if p.copy_rate is not None and p.source_rate is not None:
-                yield m.PARTITION_CATCHUP_RATE, labels, p.copy_rate - p.source_rate
-            eta = _eta(p.catchup_state, p.catchup_eta_seconds)
-            if eta is not None:
-                yield m.PARTITION_CATCHUP_ETA, labels, eta
+            if not (only_not_ok and p.status == "OK"):
+                yield from partition_samples(f.name, p)
     for grp in f.groups:
         labels = (f.name, grp.group)
         yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
@@ -136,7 +128,7 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
             if fo.reread_seconds is not None:
                 yield m.FAILOVER_REREAD_SECONDS, labels, fo.reread_seconds
             yield m.FAILOVER_SKIPPED_RECORDS, labels, float(fo.skipped_records)
-        if partition_level:
+        if per_partition:
             for gp in grp.partitions:
                 if only_not_ok and gp.state == "ok" and not gp.lag_records:
                     continue
@@ -145,6 +137,30 @@ def _flow(f: FlowResult, topic_level: bool, partition_level: bool, watched_secon
                     yield m.CHECKPOINT_AGE, gl, gp.age_seconds
                 if gp.lag_records is not None:
                     yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
+
+
+def partition_samples(flow: str, p: PartitionResult) -> Iterator[Sample]:
+    """The series of one partition (exported at partition granularity)."""
+    labels = (flow, p.topic, str(p.partition))
+    yield m.PARTITION_STATUS_CODE, labels, float(m.STATUS_CODES[p.status])
+    if p.lag_records is not None:
+        yield m.PARTITION_LAG_RECORDS, labels, float(p.lag_records)
+    if p.lag_seconds is not None:
+        yield m.PARTITION_LAG_SECONDS, labels, p.lag_seconds
+    headroom = _headroom(p.retention_headroom_seconds, p.retention_unlimited)
+    if headroom is not None:
+        yield m.PARTITION_RETENTION_HEADROOM, labels, headroom
+    if p.copy_rate is not None and p.source_rate is not None:
+        yield m.PARTITION_CATCHUP_RATE, labels, p.copy_rate - p.source_rate
+    eta = _eta(p.catchup_state, p.catchup_eta_seconds)
+    if eta is not None:
+        yield m.PARTITION_CATCHUP_ETA, labels, eta
+
+
+def partition_figures(p: PartitionResult) -> tuple:
+    """Everything ``partition_samples`` reads from the partition's result."""
+    return (p.status, p.lag_records, p.lag_seconds, p.retention_headroom_seconds, p.retention_unlimited,
+            p.copy_rate, p.source_rate, p.catchup_state, p.catchup_eta_seconds)
 
 
 def _eta(state: str, seconds: float | None) -> float | None:

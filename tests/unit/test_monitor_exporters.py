@@ -297,3 +297,27 @@ def test_the_direct_exposition_is_byte_for_byte_what_prometheus_client_writes():
         registry = build_registry(lambda: ev, "1.2.3")
         assert render(registry) == generate_latest(registry)
         assert render(registry) is render(registry)  # one text per evaluation
+
+
+def test_the_direct_exposition_of_changed_figures_is_still_what_prometheus_client_writes():
+    """render() keeps each partition's lines while its figures stay the same: after partitions
+    move, catch up, fall behind or go away, the text must still be prometheus-client's."""
+    from prometheus_client import generate_latest
+
+    from monitor.evaluator import EvaluatorSettings, evaluate
+    from monitor.state import MonitorState, OffsetsRow
+    from monitor.watch import watched_flows
+    from replicator.model.config import parse_config
+
+    config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
+                          "a->b.enabled = true\n", "mm2.properties")
+    state = MonitorState(watched_flows(config), ["a", "b"])
+    evaluations = []
+    registry = build_registry(lambda: evaluations[-1], "1.2.3")
+    now = 1_800_000_000.0
+    for step in range(6):
+        rows = [OffsetsRow(f"t{i // 10}", i % 10, f"a.t{i // 10}", 0, 10 + (step if i < 5 else 0),
+                           10 - (i % 3 if step % 2 else 0), (0, 0)) for i in range(40 - step)]
+        state.record_offsets("a->b", rows, now + step)
+        evaluations.append(evaluate(state, now + step, EvaluatorSettings(granularity="partition")))
+        assert render(registry) == generate_latest(registry), step
