@@ -28,13 +28,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import psutil
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.kafka import NumberedProducer
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE / "soak-samples.jsonl"
@@ -50,43 +51,27 @@ def free_port() -> int:
     return fp()
 
 
-class Traffic(threading.Thread):
+class Traffic(NumberedProducer):
     """Unique ids at ``rate``/s to the source topic; a consumer group reading and committing it."""
 
     def __init__(self, bootstrap: str, rate: float) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.rate = bootstrap, rate
-        self.sent = 0
-        self.failed = 0
-        self.halt = threading.Event()
+        super().__init__(bootstrap, TOPIC, PARTITIONS, rate, ticks=10, keyed=False, pad=b"x" * 200,
+                         conf={"log_level": 0, "message.timeout.ms": 600000}, flush_timeout=120.0,
+                         join_timeout=150.0)
+        self.group: Consumer | None = None
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                      "log_level": 0, "message.timeout.ms": 600000})
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "soak-app", "auto.offset.reset": "earliest",
-                      "enable.auto.commit": True, "auto.commit.interval.ms": 2000, "log_level": 0})
-        c.subscribe([TOPIC])
-        value_pad = b"x" * 200
+        self.group = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "soak-app",
+                               "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                               "auto.commit.interval.ms": 2000, "log_level": 0})
+        self.group.subscribe([TOPIC])
+        try:
+            super().run()
+        finally:
+            self.group.close()
 
-        def done(err, _msg):
-            if err is not None:
-                self.failed += 1
-
-        while not self.halt.is_set():
-            start = time.monotonic()
-            for _ in range(int(self.rate / 10)):
-                try:
-                    p.produce(TOPIC, value=b"%d|" % self.sent + value_pad, partition=self.sent % PARTITIONS,
-                              on_delivery=done)
-                except BufferError:
-                    p.poll(0.1)
-                    continue
-                self.sent += 1
-            p.poll(0)
-            c.poll(0)
-            self.halt.wait(max(0.0, 0.1 - (time.monotonic() - start)))
-        p.flush(120)
-        c.close()
+    def tick(self) -> None:
+        self.group.poll(0)
 
 
 class Proc:
@@ -227,9 +212,7 @@ def run(args) -> int:
                 print("soak:", json.dumps(row), flush=True)
             time.sleep(1)
     finally:
-        traffic.halt.set()
-        traffic.join(150)
-        sent = traffic.sent
+        sent = traffic.stop()
         lost = duplicated = None
         try:
             ids = read_ids(dr.bootstrap, f"primary.{TOPIC}", sent)

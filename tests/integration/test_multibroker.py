@@ -31,10 +31,11 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from replicator.model.records import Checkpoint, OffsetSync
+from tests.support.kafka import NumberedProducer
 from tests.support.multibroker import BrokerCluster, start_all, three_node_cluster
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
@@ -64,40 +65,6 @@ def production_config(path, primary: BrokerCluster, dr: BrokerCluster, extra: di
         "checkpoints.topic.replication.factor": "3", "offset-syncs.topic.replication.factor": "3",
         "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": "1", "offset.lag.max": "20", **extra}, flows=flows)
-
-
-class Producing(threading.Thread):
-    """Writes ids 0, 1, 2, ... to ``topic`` (id n to partition n % PARTITIONS), ~``rate``/s, until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float = 100.0):
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
-        self.stop_event = threading.Event()
-        self.sent = 0
-        self.failed: list[str] = []
-
-    def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                      "log_level": 0})
-
-        def done(err, _msg):
-            if err is not None:
-                self.failed.append(err.str())
-
-        while not self.stop_event.is_set():
-            start = time.monotonic()
-            for _ in range(int(self.rate / 10)):
-                p.produce(self.topic, key=str(self.sent % 97).encode(), value=str(self.sent).encode(),
-                          partition=self.sent % PARTITIONS, on_delivery=done)
-                self.sent += 1
-            p.poll(0)
-            self.stop_event.wait(max(0.0, 0.1 - (time.monotonic() - start)))
-        assert p.flush(120) == 0
-
-    def stop(self) -> int:
-        self.stop_event.set()
-        self.join(150)
-        return self.sent
 
 
 class GroupCommits(threading.Thread):
@@ -186,7 +153,8 @@ class Flow:
         self.src, self.dst, self.topic, self.exactly_once = src, dst, topic, exactly_once
         self.mirror = f"{src.name}.{topic}"
         self.group = f"app-{topic}"
-        self.producer = Producing(src.bootstrap, topic)
+        self.producer = NumberedProducer(src.bootstrap, topic, PARTITIONS, rate=100.0, ticks=10,
+                                         conf={"log_level": 0}, flush_timeout=120.0, join_timeout=150.0)
         self.group_commits = GroupCommits(src.bootstrap, topic, self.group)
 
     def start(self) -> None:
@@ -212,7 +180,7 @@ class Flow:
     def verify(self) -> dict:
         """Stop producing, read both sides in full and count record by record."""
         sent = self.producer.stop()
-        assert not self.producer.failed, f"the test's own producer failed: {self.producer.failed[:3]}"
+        assert self.producer.failed == 0, f"the test's own producer failed: {self.producer.errors[:3]}"
         source = read_records(self.src.bootstrap, self.topic, sent)
         where = {i: (p, o) for p, o, i in source}
         assert set(where) == set(range(sent)), "the source itself lacks records"

@@ -59,33 +59,60 @@ def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout
 
 
 class NumberedProducer(threading.Thread):
-    """Writes records with unique ids ("<n>") to a topic until stopped."""
+    """Writes records with unique ids ("<n>") to a topic until stopped.
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, first_id: int = 0):
+    Id n goes to partition ``n % partitions``, about ``rate`` records a second, sent in
+    ``ticks`` bursts a second. ``keyed``: each record has the key ``n % 97``; ``pad``:
+    bytes appended to the value after ``|`` (a record of a realistic size). A full
+    local queue (BufferError) waits and tries the same id again. ``failed`` counts
+    records the broker refused, ``errors`` keeps their messages. ``tick()`` runs once
+    per burst on this thread: a subclass can do its own work there.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 400.0, first_id: int = 0, *,
+                 ticks: int = 20, keyed: bool = True, pad: bytes = b"", conf: dict | None = None,
+                 flush_timeout: float = 30.0, join_timeout: float = 60.0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.ticks, self.keyed, self.pad, self.conf = ticks, keyed, pad, conf or {}
+        self.flush_timeout, self.join_timeout = flush_timeout, join_timeout
         self.stop_event = threading.Event()
         self.sent = first_id  # the next id; ids first_id..sent-1 were sent
         self.failed = 0
+        self.errors: list[str] = []
+
+    def value(self, n: int) -> bytes:
+        return (b"%d|" % n + self.pad) if self.pad else str(n).encode()
+
+    def tick(self) -> None:
+        """Called once per burst, on the producing thread."""
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True, **self.conf})
 
         def done(err, _msg):
             if err is not None:
                 self.failed += 1
+                self.errors.append(err.str())
 
+        period = 1.0 / self.ticks
         while not self.stop_event.is_set():
             start = time.monotonic()
-            for _ in range(int(self.rate / 20)):
-                p.produce(self.topic, key=str(self.sent % 97).encode(), value=str(self.sent).encode(),
-                          partition=self.sent % self.partitions, on_delivery=done)
+            for _ in range(int(self.rate / self.ticks)):
+                key = str(self.sent % 97).encode() if self.keyed else None
+                try:
+                    p.produce(self.topic, key=key, value=self.value(self.sent),
+                              partition=self.sent % self.partitions, on_delivery=done)
+                except BufferError:
+                    p.poll(0.1)
+                    continue
                 self.sent += 1
             p.poll(0)
-            self.stop_event.wait(max(0.0, 0.05 - (time.monotonic() - start)))
-        assert p.flush(30) == 0
+            self.tick()
+            self.stop_event.wait(max(0.0, period - (time.monotonic() - start)))
+        assert p.flush(self.flush_timeout) == 0
 
     def stop(self) -> int:
         self.stop_event.set()
-        self.join(60)
+        self.join(self.join_timeout)
         return self.sent
