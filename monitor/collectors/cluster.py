@@ -17,9 +17,9 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
@@ -42,6 +42,48 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError) or type(exc).__name__ == "TimeoutError":
         return "request timed out"
     return f"{type(exc).__name__}: {exc}"
+
+
+class FirstRecord(NamedTuple):
+    """What a look at one partition found: the first record's offset and timestamp, or
+    neither when the partition's end came first; ``read_at``: wall-clock time of the look."""
+
+    offset: int | None
+    timestamp: int | None
+    read_at: float
+
+
+def first_records(consumer: Consumer, positions: dict[tuple[str, int], int],
+                  deadline: float) -> dict[tuple[str, int], FirstRecord]:
+    """The first record at or after each partition's position, read with ``consumer``.
+
+    The consumer must report partition ends (``enable.partition.eof``). A partition is
+    unassigned as soon as its first record (or its end) arrived; all are unassigned on
+    return. Partitions not answered by ``deadline`` (monotonic) are left out.
+    """
+    pending = dict(positions)
+    consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+    out: dict[tuple[str, int], FirstRecord] = {}
+    try:
+        while pending and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            tp = (m.topic(), m.partition())
+            if tp not in pending:
+                continue
+            err = m.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                continue
+            del pending[tp]
+            if err is not None:
+                out[tp] = FirstRecord(None, None, time.time())
+            else:
+                out[tp] = FirstRecord(m.offset(), m.timestamp()[1], time.time())
+            consumer.incremental_unassign([TopicPartition(*tp)])
+    finally:
+        consumer.unassign()
+    return out
 
 
 class ClusterClient:
@@ -110,6 +152,15 @@ class ClusterClient:
 
     def consumer(self, **overrides: Any) -> Consumer:
         return Consumer({**self._consumer_config, **overrides})
+
+    def probe_consumer(self, **overrides: Any) -> Consumer:
+        """A consumer that fetches about one record per partition: for ``first_records``."""
+        return self.consumer(**{
+            "max.partition.fetch.bytes": 1024,
+            "queued.max.messages.kbytes": 1024,
+            "fetch.wait.max.ms": 50,
+            **overrides,
+        })
 
     # --- blocking requests ---------------------------------------------------------
     def describe_cluster(self) -> str:

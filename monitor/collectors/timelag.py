@@ -28,9 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from confluent_kafka import KafkaError, TopicPartition
-
-from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+from monitor.collectors.cluster import ClusterClient, ClusterUnavailable, first_records
 from monitor.lag import records_lag
 from monitor.state import MonitorState, PartitionState, Probe
 
@@ -68,36 +66,12 @@ class LagProbe:
 
     def _read_first_records(self, todo: list[tuple[tuple[str, int], int, int]]) -> dict[tuple[str, int], Probe]:
         if self._consumer is None:
-            self._consumer = self.source.consumer(**{
-                "max.partition.fetch.bytes": 1024,
-                "queued.max.messages.kbytes": 1024,
-                "fetch.wait.max.ms": 50,
-                "isolation.level": "read_committed",
-            })
-        consumer = self._consumer
-        pending = {key: (position, end) for key, position, end in todo}
-        consumer.assign([TopicPartition(t, p, position) for (t, p), position, _ in todo])
-        results: dict[tuple[str, int], Probe] = {}
-        deadline = time.monotonic() + self.source.timeout
-        try:
-            while pending and time.monotonic() < deadline:
-                m = consumer.poll(0.2)
-                if m is None:
-                    continue
-                key = (m.topic(), m.partition())
-                if key not in pending:
-                    continue
-                err = m.error()
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    continue
-                position, end = pending.pop(key)
-                if err is not None:
-                    results[key] = Probe(position, None, None, end, time.time())
-                else:
-                    results[key] = Probe(position, m.offset(), m.timestamp()[1], end, time.time())
-                consumer.incremental_unassign([TopicPartition(*key)])
-        finally:
-            consumer.unassign()
+            self._consumer = self.source.probe_consumer(**{"isolation.level": "read_committed"})
+        ends = {key: end for key, _, end in todo}
+        found = first_records(self._consumer, {key: position for key, position, _ in todo},
+                              time.monotonic() + self.source.timeout)
+        results = {key: Probe(position, found[key].offset, found[key].timestamp, ends[key], found[key].read_at)
+                   for key, position, _ in todo if key in found}
         return self._known_empty(results)
 
     def _known_empty(self, results: dict[tuple[str, int], Probe]) -> dict[tuple[str, int], Probe]:

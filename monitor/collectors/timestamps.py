@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from monitor import readiness
-from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
+from monitor.collectors.cluster import ClusterClient, ClusterUnavailable, first_records
 from monitor.state import MonitorState
 
 MAX_READS = 1000
@@ -47,11 +45,7 @@ class RecordTimestamps:
 
     def _read(self, todo: list[Key]) -> dict[Key, int | None]:
         if self._consumer is None:
-            self._consumer = self.source.consumer(**{
-                "max.partition.fetch.bytes": 1024,
-                "queued.max.messages.kbytes": 1024,
-                "fetch.wait.max.ms": 50,
-            })
+            self._consumer = self.source.probe_consumer()
         results: dict[Key, int | None] = {}
         deadline = time.monotonic() + self.source.timeout
         rest = list(todo)
@@ -65,24 +59,5 @@ class RecordTimestamps:
         return results
 
     def _read_round(self, keys: list[Key], deadline: float) -> dict[Key, int | None]:
-        consumer = self._consumer
-        pending = {(t, p): o for t, p, o in keys}
-        consumer.assign([TopicPartition(t, p, o) for t, p, o in keys])
-        out: dict[Key, int | None] = {}
-        try:
-            while pending and time.monotonic() < deadline:
-                m = consumer.poll(0.2)
-                if m is None:
-                    continue
-                tp = (m.topic(), m.partition())
-                if tp not in pending:
-                    continue
-                err = m.error()
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    continue
-                offset = pending.pop(tp)
-                out[(*tp, offset)] = None if err is not None else m.timestamp()[1]
-                consumer.incremental_unassign([TopicPartition(*tp)])
-        finally:
-            consumer.unassign()
-        return out
+        found = first_records(self._consumer, {(t, p): o for t, p, o in keys}, deadline)
+        return {(t, p, o): found[(t, p)].timestamp for t, p, o in keys if (t, p) in found}
