@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, produce_after)
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, arrow_rows, produce_after)
 
 EOS_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("skipped", pa.int64()))
 EOS_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", skipped long"
@@ -198,7 +198,7 @@ class _PartitionTxn:
         """Records, then the progress (next source offset), in one transaction."""
         if not self.in_txn:
             return
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
         remaining = self._drain()
         if self.placements.error:
@@ -271,14 +271,7 @@ def write_partition_eos(spec: EosWriterSpec, batches) -> "pa.RecordBatch":
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            topics = rb.column("topic").to_pylist()
-            partitions = rb.column("partition").to_pylist()
-            offsets = rb.column("offset").to_pylist()
-            keys = rb.column("key").to_pylist()
-            values = rb.column("value").to_pylist()
-            stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()  # microseconds
-            hcol = rb.column("headers")
-            headers = None if hcol.null_count == rb.num_rows else hcol.to_pylist()
+            topics, partitions, offsets, keys, values, stamps, headers = arrow_rows(rb)
             for i in range(rb.num_rows):
                 src_topic, partition = topics[i], partitions[i]
                 if current is None or current.partition != partition or current.src_topic != src_topic:

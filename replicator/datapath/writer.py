@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -269,6 +270,28 @@ def produce_after(exc, producer, target: str, **record) -> None:
             exc = again
 
 
+class ArrowRows(NamedTuple):
+    """The columns of one batch of the data path's rows, as Python lists, indexed by row."""
+
+    topics: list
+    partitions: list
+    offsets: list
+    keys: list
+    values: list
+    stamps: list  # microseconds (Spark's timestamps); Kafka's are stamps[i] // 1000 milliseconds
+    headers: list | None  # None when no row of the batch has headers
+
+
+def arrow_rows(rb: "pa.RecordBatch") -> ArrowRows:
+    hcol = rb.column("headers")
+    return ArrowRows(
+        rb.column("topic").to_pylist(), rb.column("partition").to_pylist(), rb.column("offset").to_pylist(),
+        rb.column("key").to_pylist(), rb.column("value").to_pylist(),
+        rb.column("timestamp").cast(pa.int64()).to_pylist(),
+        None if hcol.null_count == rb.num_rows else hcol.to_pylist(),
+    )
+
+
 def _producer(spec: WriterSpec):
     from confluent_kafka import Producer
 
@@ -292,15 +315,7 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        topics = rb.column("topic").to_pylist()
-        partitions = rb.column("partition").to_pylist()
-        offsets = rb.column("offset").to_pylist()
-        keys = rb.column("key").to_pylist()
-        values = rb.column("value").to_pylist()
-        # Kafka timestamps are milliseconds; Spark holds them as microseconds.
-        stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        hcol = rb.column("headers")
-        headers = None if hcol.null_count == rb.num_rows else hcol.to_pylist()
+        topics, partitions, offsets, keys, values, stamps, headers = arrow_rows(rb)
         for i in range(rb.num_rows):
             src_topic = topics[i]
             target = topic_map.get(src_topic)
