@@ -7,7 +7,6 @@ collides with the tests. They start only when a test asks for them.
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 

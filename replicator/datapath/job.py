@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 from replicator import logsetup

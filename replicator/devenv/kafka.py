@@ -129,7 +129,7 @@ class KafkaCluster:
         jars = artifacts.ensure(artifacts.KAFKA)
         cmd = [
             artifacts.java_binary(),
-            f"-Xms256m", f"-Xmx{self.heap}",
+            "-Xms256m", f"-Xmx{self.heap}",
             "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp", jars.classpath(), main, *args,

@@ -9,10 +9,8 @@ mm2.properties it is given, logs to a file, and stops it.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from replicator.devenv import artifacts

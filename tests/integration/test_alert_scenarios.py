@@ -107,7 +107,7 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
     for attempt in range(30):
         try:
             return commit_group(bootstrap, group, topic, offsets)
-        except KafkaException as exc:
+        except KafkaException:
             if attempt == 29:  # COORDINATOR_LOAD_IN_PROGRESS is not flagged retriable
                 raise
             time.sleep(1)

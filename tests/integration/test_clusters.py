@@ -1,8 +1,7 @@
 """The two test clusters are real, separate Kafka clusters."""
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from tests.support.kafka import consume_all, create_topic, produce
 

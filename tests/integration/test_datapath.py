@@ -13,7 +13,7 @@ import random
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 
 from replicator.model.records import OffsetSync

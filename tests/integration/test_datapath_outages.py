@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 

@@ -16,7 +16,6 @@ error that names the cluster, quickly, without a traceback or the password.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -219,8 +218,6 @@ def wait_for_topic(cluster, topic: str, timeout: float, replicator: Replicator) 
 
 def wait_for(cluster, topic: str, record_type, done, timeout: float) -> list:
     """The decoded records of an internal topic, read as user ``mirror`` until ``done(records)``."""
-    from tests.support.kafka import admin
-
     deadline = time.monotonic() + timeout
     records: list = []
     while time.monotonic() < deadline:

@@ -575,7 +575,7 @@ def test_flow_config_is_frozen_and_hashable():
 def test_policy_and_filters_from_the_model_modules():
     pytest.importorskip("replicator.model.policy")
     pytest.importorskip("replicator.model.filters")
-    flow = config(f"a->b.enabled = true\na->b.topics = orders.*\nreplication.policy.separator = _\n").flow("a", "b")
+    flow = config("a->b.enabled = true\na->b.topics = orders.*\nreplication.policy.separator = _\n").flow("a", "b")
     assert flow.policy.format_remote_topic("a", "orders") == "a_orders"
     assert flow.topic_filter.should_replicate_topic("orders-eu")
     assert not flow.topic_filter.should_replicate_topic("payments")
