@@ -22,6 +22,7 @@ WORKDIR /opt/sparkmirror/src
 COPY pyproject.toml README.md ./
 COPY replicator ./replicator
 COPY monitor ./monitor
+COPY sparkmirror ./sparkmirror
 RUN pip install --no-cache-dir . \
  && python -c "from replicator.devenv import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
  && rm -rf /root/.m2

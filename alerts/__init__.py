@@ -1,1 +1,1 @@
-"""Prometheus alert rules for sparkmirror, generated from monitor.metrics (see rules.py)."""
+"""Prometheus alert rules for sparkmirror, generated from sparkmirror.metrics (see rules.py)."""

@@ -1,4 +1,4 @@
-"""PromQL building blocks over ``monitor.metrics`` that the alert rules and the dashboards share.
+"""PromQL building blocks over ``sparkmirror.metrics`` that the alert rules and the dashboards share.
 
 The rules (alerts/rules.py) and the panels (dashboards/queries.py) select series and
 compute the heartbeat latency quantile with the same code, so a rule and its panel
@@ -9,7 +9,7 @@ dashboards (only alerts/generate.py, which renders both).
 
 from __future__ import annotations
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 
 
 def sel(spec: m.MetricSpec, *matchers: str, suffix: str = "") -> str:

@@ -1,4 +1,4 @@
-"""sparkmirror's Prometheus alert rules, built from the metric specs in ``monitor.metrics``.
+"""sparkmirror's Prometheus alert rules, built from the metric specs in ``sparkmirror.metrics``.
 
 Every rule carries ``severity`` (``page`` wakes someone up, ``critical`` needs a
 person today, ``warning`` needs a look), a ``summary``, a ``description`` and a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from alerts.config import DEFAULT, Config
 from alerts.promql import heartbeat_latency_quantile
 from alerts.promql import sel as _sel
-from monitor import metrics as m
+from sparkmirror import metrics as m
 
 GROUP = "sparkmirror"
 SEVERITIES = ("page", "critical", "warning")

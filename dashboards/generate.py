@@ -1,7 +1,7 @@
 """``python -m dashboards.generate [--check]``: write (or check) dashboards/json/*.json.
 
 The committed JSON is what Grafana imports or provisions; a unit test runs the
-check, so a change to the panels or to ``monitor.metrics`` without regenerating
+check, so a change to the panels or to ``sparkmirror.metrics`` without regenerating
 fails the suite. ``panel_expressions()`` lists every PromQL expression of every
 panel, read back from the generated JSON, for the tests that evaluate them.
 """

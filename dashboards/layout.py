@@ -11,7 +11,7 @@ import attr
 from grafanalib import core as g
 
 from dashboards import queries as q
-from monitor import metrics as m
+from sparkmirror import metrics as m
 
 #: Grafana's dashboard JSON model version the generated JSON declares (Grafana 12).
 SCHEMA_VERSION = 41
@@ -24,7 +24,7 @@ RECORDS_PER_SECOND = "suffix: rec/s"
 
 GREEN, YELLOW, ORANGE, RED = "green", "yellow", "orange", "red"
 
-#: Colour of each status, worst last, keyed by the status names in ``monitor.metrics``.
+#: Colour of each status, worst last, keyed by the status names in ``sparkmirror.metrics``.
 STATUS_COLOURS = dict(zip(m.STATUSES, (GREEN, YELLOW, ORANGE, RED, RED)))
 
 

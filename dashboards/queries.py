@@ -1,4 +1,4 @@
-"""Every PromQL expression the dashboards show, built from ``monitor.metrics``.
+"""Every PromQL expression the dashboards show, built from ``sparkmirror.metrics``.
 
 Metric names are never typed here: each selector starts from a ``MetricSpec``
 (``sel(m.FLOW_LAG_SECONDS, FLOW)``), so renaming a metric in the monitor
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from alerts.promql import heartbeat_latency_quantile, rate, sel
-from monitor import metrics as m
+from sparkmirror import metrics as m
 
 FLOW = 'flow=~"$flow"'
 TOPIC = 'topic=~"$topic"'
@@ -38,7 +38,7 @@ class Query:
 
 
 def status_code(*matchers: str, by: str = "flow") -> str:
-    """The flow status as its numeric code (0 OK ... 4 ERR, ``monitor.metrics.STATUS_CODES``).
+    """The flow status as its numeric code (0 OK ... 4 ERR, ``sparkmirror.metrics.STATUS_CODES``).
 
     ``sparkmirror_flow_status`` is one-hot over the ``status`` label; multiplying
     each status series by its code and taking the maximum gives the code of the

@@ -11,7 +11,7 @@ table it prints; a unit test checks the two agree.
 
 from __future__ import annotations
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from monitor.readiness import GroupFailover
 from monitor.evaluator import (ClusterResult, Evaluation, FlowResult, GroupPartitionResult, GroupResult,
                                HeartbeatResult, PartitionResult, TopicResult)

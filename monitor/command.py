@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from monitor.metrics import GRANULARITIES, SERIES_MODES
+from sparkmirror.metrics import GRANULARITIES, SERIES_MODES
 from monitor.watch import DEFAULT_LISTEN, MonitorOptions
 from replicator.errors import ConfigError
 from replicator.listen import parse_listen
@@ -13,7 +13,7 @@ DESCRIPTION = """\
 Watch every enabled flow of an mm2.properties (sparkmirror's or an Apache
 MirrorMaker 2 deployment's: the internal topics are the same) and serve:
 
-  /metrics      Prometheus metrics (sparkmirror_*; list in monitor/metrics.py)
+  /metrics      Prometheus metrics (sparkmirror_*; list in sparkmirror/metrics.py)
   /api/status   JSON: status per flow, topic, partition and group, with reasons
   /api/history  JSON: each flow's lag and throughput over the last hours (--history-step)
   /healthz      200 while the monitor itself evaluates (cluster trouble never fails it)
@@ -118,7 +118,7 @@ def register(subparsers) -> None:
 
 def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     from replicator.model.filters import GroupFilter, TopicFilter
-    from replicator.webconfig import load_web_config
+    from sparkmirror.webconfig import load_web_config
 
     host, port = parse_listen(args.listen, "--listen", DEFAULT_LISTEN)
     for name in ("interval", "positions_interval", "groups_interval", "metadata_interval", "timeout",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from monitor import catchup
 from monitor import lag as lagmath
 from monitor import readiness
-from monitor.metrics import STATUS_CODES, STATUSES
+from sparkmirror.metrics import STATUS_CODES, STATUSES
 from monitor.state import FlowState, MonitorState, PartitionState
 
 OK, WARN, STALL, STOP, ERR = STATUSES
@@ -45,7 +45,7 @@ class EvaluatorSettings:
     checkpoint_timeout: float | None = None  # default 2 x checkpoint interval + groups_interval
     groups_interval: float = 30.0
     granularity: str = "partition"
-    series: str = "all"  # per-partition series: all | topic | not-ok (monitor.metrics.SERIES_MODES)
+    series: str = "all"  # per-partition series: all | topic | not-ok (sparkmirror.metrics.SERIES_MODES)
     failover_max_reread_records: int | None = None   # None: no limit
     failover_max_reread_seconds: float | None = 300.0
     retention_headroom_warn: float = 3600.0          # or half the topic's retention.ms if smaller

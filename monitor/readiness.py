@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from monitor.metrics import FAILOVER_REASONS
+from sparkmirror.metrics import FAILOVER_REASONS
 from monitor.state import CheckpointRecord, FlowState, TopicRetention
 
 NO_CHECKPOINT, BEHIND_SYNCS, WOULD_SKIP, PAST_TARGET_END, REREAD_RECORDS, REREAD_SECONDS = FAILOVER_REASONS

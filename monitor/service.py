@@ -46,7 +46,7 @@ from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
 from replicator import __version__
 from replicator.errors import SparkmirrorError
-from replicator.webreload import LiveWebConfig
+from sparkmirror.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class MonitorService:
         self.port = site._server.sockets[0].getsockname()[1]
 
     async def _reload_web_config(self, live: LiveWebConfig) -> None:
-        """Certificates and users as the web config file says now (see replicator.webreload)."""
+        """Certificates and users as the web config file says now (see sparkmirror.webreload)."""
         while True:
             await asyncio.sleep(live.check_every)
             try:

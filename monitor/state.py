@@ -15,7 +15,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from monitor import metrics
+from sparkmirror import metrics
 from monitor.lag import Position, lost_range, records_lag, replicated_position
 from monitor.watch import WatchedFlow
 

@@ -17,7 +17,7 @@ from replicator.model.filters import GroupFilter, TopicFilter, replicable_topic
 from replicator.model.policy import ReplicationPolicy
 
 if TYPE_CHECKING:
-    from replicator.webconfig import WebConfig  # ssl and friends: imported only when a command needs them
+    from sparkmirror.webconfig import WebConfig  # ssl and friends: imported only when a command needs them
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 

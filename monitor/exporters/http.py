@@ -12,7 +12,7 @@
 - ``/``: the status page (``monitor.exporters.page``), rendered from the
   /api/status document and the flows' history.
 
-With ``--web-config-file`` (replicator.webconfig) every path asks for basic auth
+With ``--web-config-file`` (sparkmirror.webconfig) every path asks for basic auth
 except ``/healthz``: liveness probes and load balancers rarely carry
 credentials, and its body (evaluation age, uptime) tells nothing about the
 clusters. TLS, when configured, covers every path including /healthz.
@@ -34,7 +34,8 @@ from monitor.exporters import page
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render
 from monitor.history import History
-from replicator.webreload import CredentialCheck, LiveWebConfig
+from sparkmirror.webauth import aiohttp_basic_auth
+from sparkmirror.webreload import CredentialCheck, LiveWebConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +50,6 @@ class HttpSources:
     version: str = ""
     web: LiveWebConfig | None = None  # --web-config-file: basic auth (TLS is the site's)
     history: History | None = None    # the flows' history (/api/history, the status page's charts)
-
-
-def _basic_auth(live: LiveWebConfig, open_handlers: set):
-    check = CredentialCheck(live, log)
-
-    @web.middleware
-    async def require_credentials(request: web.Request, handler):
-        # Decided by the handler the router chose, not by the path text: no spelling of a
-        # path (%-escapes, dot segments, a trailing slash) reaches another handler without credentials.
-        if not check.required or request.match_info.handler in open_handlers:
-            return await handler(request)
-        # bcrypt takes tens of milliseconds: never on the event loop.
-        if await asyncio.to_thread(check.allows, request.headers.get("Authorization"), request.path, request.remote):
-            return await handler(request)
-        return web.Response(status=401, text=check.BODY, headers=check.HEADERS)
-
-    return require_credentials
 
 
 def build_app(sources: HttpSources) -> web.Application:
@@ -102,7 +86,8 @@ def build_app(sources: HttpSources) -> web.Application:
         doc = status_document(await sources.evaluation(), "summary", 10, sources.version)
         return await page.handle(request, doc)
 
-    middlewares = [_basic_auth(sources.web, {healthz})] if sources.web is not None else []
+    middlewares = ([aiohttp_basic_auth(CredentialCheck(sources.web, log), {healthz})]
+                   if sources.web is not None else [])
     app = web.Application(middlewares=middlewares)
     if sources.history is not None:
         app[page.HISTORY] = sources.history

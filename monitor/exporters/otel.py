@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from monitor.evaluator import Evaluation
 from monitor.exporters.samples import samples, served_specs
 

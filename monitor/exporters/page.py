@@ -31,7 +31,7 @@ import time
 from aiohttp import web
 
 from monitor.history import History, HistoryPoint
-from monitor.metrics import STATUS_CODES
+from sparkmirror.metrics import STATUS_CODES
 
 REFRESH_SECONDS = 3
 SPARK_WIDTH, SPARK_HEIGHT = 260, 44

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.utils import floatToGoString
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from monitor.evaluator import Evaluation
 from monitor.exporters.samples import (histogram, partition_figures, partition_level, partition_samples, samples,
                                       served_specs)

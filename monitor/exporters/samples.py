@@ -1,7 +1,7 @@
 """Evaluation -> metric samples: the one mapping both the Prometheus and the OTel exporter use.
 
 ``samples(evaluation)`` yields ``(spec, labels, value)`` for every gauge and
-counter of monitor.metrics that the granularity enables; histograms are
+counter of sparkmirror.metrics that the granularity enables; histograms are
 exported from ``histogram(flow)``. Unknown lag (a position that cannot be
 computed) is left out rather than exported as 0 or NaN; heartbeats, which
 the page rests on, are explicit from start-up instead: ``heartbeat_seen`` 0
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from monitor import catchup
-from monitor import metrics as m
 from monitor.evaluator import Evaluation, FlowResult, PartitionResult
+from sparkmirror import metrics as m
 from monitor.readiness import Headroom
 
 Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 
-#: Levels of the metrics the monitor serves; monitor.metrics may also define metrics other
+#: Levels of the metrics the monitor serves; sparkmirror.metrics may also define metrics other
 #: processes serve (e.g. the replicator's own), which the monitor's exporters leave out.
 MONITOR_LEVELS = frozenset({"monitor", "cluster", "flow", "group", "topic", "partition"})
 

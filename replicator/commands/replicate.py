@@ -58,7 +58,7 @@ def _run(args) -> int:
     listen = parse_listen(args.metrics_listen, "--metrics-listen", METRICS_LISTEN, can_be_off=True)
     if args.web_config_file is not None:
         from replicator.datapath.progress import metrics
-        from replicator.webconfig import load_web_config
+        from sparkmirror.webconfig import load_web_config
 
         metrics().web_config = load_web_config(args.web_config_file)  # refused here, before Spark starts
     spark_conf = _spark_conf(args.spark_conf)

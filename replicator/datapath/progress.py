@@ -1,10 +1,10 @@
 """The replicator's own figures, served on the driver for Prometheus and the monitor.
 
 Per flow: batches, records, bytes, offset-syncs written, the duration of each
-batch and the newest source-to-target latency. Names come from monitor.metrics,
+batch and the newest source-to-target latency. Names come from sparkmirror.metrics,
 the one list of every metric sparkmirror exports. ``--metrics-listen`` (default
 127.0.0.1:9465) chooses the address; ``off`` disables it. ``--web-config-file``
-(replicator.webconfig, the format the monitor reads too) adds TLS and basic
+(sparkmirror.webconfig, the format the monitor reads too) adds TLS and basic
 auth; then every path asks for credentials (there is no /healthz here).
 
 prometheus_client's own ``start_http_server`` has TLS but no basic auth, so the
@@ -23,7 +23,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from replicator.errors import UsageError
 
 log = logging.getLogger("sparkmirror.replicate")
@@ -37,7 +37,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def _server_class(host: str, port: int, live):
-    """``live``: a replicator.webreload.LiveWebConfig, or None for plain HTTP without auth."""
+    """``live``: a sparkmirror.webreload.LiveWebConfig, or None for plain HTTP without auth."""
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
 
     class Server(ThreadingWSGIServer):
@@ -58,18 +58,6 @@ def _server_class(host: str, port: int, live):
             log.debug("metrics request from %s failed", client_address[0], exc_info=True)
 
     return Server
-
-
-def with_basic_auth(app, check):
-    """The WSGI ``app`` behind ``check`` (a replicator.webreload.CredentialCheck)."""
-
-    def guarded(environ, start_response):
-        if check.allows(environ.get("HTTP_AUTHORIZATION"), environ.get("PATH_INFO", ""), environ.get("REMOTE_ADDR")):
-            return app(environ, start_response)
-        start_response(check.STATUS, [("Content-Type", "text/plain; charset=utf-8"), *check.HEADERS.items()])
-        return [check.BODY.encode()]
-
-    return guarded
 
 
 class ReplicatorMetrics:
@@ -108,10 +96,11 @@ class ReplicatorMetrics:
         app = make_wsgi_app(self.registry)
         live = None
         if self.web_config is not None:
-            from replicator.webreload import CredentialCheck, LiveWebConfig
+            from sparkmirror.webauth import wsgi_basic_auth
+            from sparkmirror.webreload import CredentialCheck, LiveWebConfig
 
             live = LiveWebConfig(self.web_config)
-            app = with_basic_auth(app, CredentialCheck(live, log))
+            app = wsgi_basic_auth(app, CredentialCheck(live, log))
         try:
             self.server = make_server(host, port, app, _server_class(host, port, live), handler_class=_QuietHandler)
         except OSError as exc:

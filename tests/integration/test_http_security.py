@@ -20,7 +20,7 @@ import bcrypt
 import pytest
 
 from replicator.devenv.kafka import free_port
-from replicator.webconfig import load_web_config
+from sparkmirror.webconfig import load_web_config
 from tests.support.monitor import write_mm2_config
 from tests.support.prometheus import MonitorProcess, PrometheusServer
 from tests.support.tls import make_pki

@@ -62,7 +62,7 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
     assert wheel.name.startswith(f"sparkmirror-{__version__}-py3-none-any")
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("replicator/cli.py", "monitor/service.py", "replicator/devenv/demo-mm2.properties",
-                 "monitor/exporters/page.py"):
+                 "monitor/exporters/page.py", "sparkmirror/metrics.py", "sparkmirror/webauth.py"):
         assert must in names, f"{must} missing from {wheel.name}"
     entry_points = zipfile.ZipFile(wheel).read(
         f"sparkmirror-{__version__}.dist-info/entry_points.txt").decode()
@@ -80,7 +80,8 @@ def test_installed_console_script_runs_outside_the_checkout(installed):
     assert version.stdout.strip() == f"sparkmirror {__version__}"
 
     where = _run(installed, "python", "-c",
-                 "import replicator, monitor; print(replicator.__file__); print(monitor.__file__)")
+                 "import replicator, monitor, sparkmirror; print(replicator.__file__); print(monitor.__file__); "
+                 "print(sparkmirror.__file__)")
     assert where.returncode == 0, where.stderr
     for line in where.stdout.split():
         assert Path(line).is_relative_to(installed["venv"]), f"imported from {line}, not the clean venv"

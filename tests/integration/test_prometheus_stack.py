@@ -1,7 +1,7 @@
 """The alert and dashboard path on real Prometheus + Alertmanager (Debian packages).
 
 A harness test of the stack, not of the monitor: a small prometheus_client
-exporter started here serves every metric of ``monitor.metrics`` for a healthy
+exporter started here serves every metric of ``sparkmirror.metrics`` for a healthy
 flow and for a broken one (every alert condition true), in place of the real
 monitor. Against it, a real Prometheus (1 s scrape and evaluation) proves that
 
@@ -36,7 +36,7 @@ from alerts.generate import write_rules
 from alerts.rules import RULES
 from dashboards import queries
 from dashboards.generate import panel_expressions
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from replicator.devenv.kafka import free_port
 from tests.support.prometheus import AlertmanagerServer, PrometheusServer, WebhookReceiver
 

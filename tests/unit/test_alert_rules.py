@@ -17,7 +17,7 @@ import yaml
 
 from alerts import config as mixin
 from alerts import generate, rules
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from tests.support import prometheus as support
 from tests.support.prometheus import require_binary
 

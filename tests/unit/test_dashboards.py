@@ -1,4 +1,4 @@
-"""The Grafana dashboards: current JSON, import-ready structure, names from monitor.metrics.
+"""The Grafana dashboards: current JSON, import-ready structure, names from sparkmirror.metrics.
 
 Evaluating every expression against a real Prometheus is in
 tests/integration/test_prometheus_stack.py; here each expression is parsed by
@@ -16,7 +16,7 @@ import yaml
 
 from alerts.rules import RULES
 from dashboards import generate, layout, queries
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from tests.support.prometheus import require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_panels_fit_the_grid_without_overlap():
 def test_every_metric_name_comes_from_the_specs():
     texts = [item.expr for item in EXPRESSIONS] + list(queries.variable_queries().values())
     unknown = {name for text in texts for name in _metric_names(text)} - set(m.BY_NAME)
-    assert not unknown, f"not in monitor/metrics.py: {unknown}"
+    assert not unknown, f"not in sparkmirror/metrics.py: {unknown}"
 
 
 def test_every_exported_metric_is_on_a_dashboard_or_in_an_alert():

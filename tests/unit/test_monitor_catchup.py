@@ -86,7 +86,7 @@ def test_the_evaluator_measures_the_rate_over_the_partitions_sample_window():
 
 
 def test_a_flow_whose_source_outruns_the_copy_has_no_eta_and_an_infinite_metric():
-    from monitor import metrics as m
+    from sparkmirror import metrics as m
     from monitor.exporters.samples import samples
 
     state, clock = make_state(window=3)

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor import metrics
+from sparkmirror import metrics
 from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.exporters.http import HttpSources, build_app
 from monitor.exporters.otel import OtelExporter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from monitor import metrics
+from sparkmirror import metrics
 
 
 def test_names_follow_prometheus_conventions():
@@ -36,7 +36,7 @@ def test_import_has_no_side_effects():
     code = (
         "import sys, prometheus_client\n"
         "before = set(prometheus_client.REGISTRY._names_to_collectors)\n"
-        "import monitor.metrics\n"
+        "import sparkmirror.metrics\n"
         "assert set(prometheus_client.REGISTRY._names_to_collectors) == before\n"
         "assert 'confluent_kafka' not in sys.modules and 'aiohttp' not in sys.modules\n"
     )
@@ -50,7 +50,7 @@ def test_docs_table_is_generated_from_the_metric_list():
     start = doc.index("\n", doc.index("<!-- metrics-table")) + 1
     end = doc.index("<!-- /metrics-table -->")
     assert doc[start:end].strip() == metrics.markdown_table(), \
-        "regenerate the table in docs/monitor-status.md with: python -m monitor.metrics"
+        "regenerate the table in docs/monitor-status.md with: python -m sparkmirror.metrics"
 
 
 def test_the_replicators_loss_counter_is_exported_at_0_from_the_flows_start():

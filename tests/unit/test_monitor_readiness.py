@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from monitor import metrics as m
+from sparkmirror import metrics as m
 from monitor import readiness
 from monitor.exporters.api import status_document
 from monitor.exporters.samples import samples

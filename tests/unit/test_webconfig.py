@@ -1,4 +1,4 @@
-"""--web-config-file: Prometheus' web configuration format, parsed and checked (replicator.webconfig)."""
+"""--web-config-file: Prometheus' web configuration format, parsed and checked (sparkmirror.webconfig)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import bcrypt
 import pytest
 
 from replicator.errors import ConfigError
-from replicator.webconfig import BasicAuth, load_web_config, parse_web_config
-from replicator.webreload import LiveWebConfig
+from sparkmirror.webconfig import BasicAuth, load_web_config, parse_web_config
+from sparkmirror.webreload import LiveWebConfig
 from tests.support.tls import make_pki
 
 HASH = bcrypt.hashpw(b"s3cret-pw", bcrypt.gensalt(4)).decode()
@@ -263,15 +263,15 @@ def test_replicator_metrics_app_asks_credentials_and_logs_refusals_without_them(
     """The replicator's WSGI /metrics goes through the same CredentialCheck as the monitor's server."""
     import logging
 
-    from replicator.datapath.progress import with_basic_auth
-    from replicator.webreload import CredentialCheck
+    from sparkmirror.webauth import wsgi_basic_auth
+    from sparkmirror.webreload import CredentialCheck
 
     def metrics_app(_environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"metrics\n"]
 
     live = LiveWebConfig(parse_web_config(f"basic_auth_users:\n  prometheus: {HASH}\n", "w.yml"))
-    app = with_basic_auth(metrics_app, CredentialCheck(live, logging.getLogger("sparkmirror.replicate")))
+    app = wsgi_basic_auth(metrics_app, CredentialCheck(live, logging.getLogger("sparkmirror.replicate")))
 
     def get(authorization: str | None):
         answer = {}

@@ -1,10 +1,10 @@
-"""Every metric the monitor exports, defined once.
+"""Every metric sparkmirror exports, the monitor's and the replicator's, defined once.
 
 This module is the single list the exporters (Prometheus ``/metrics`` and
 OpenTelemetry), the dashboards in ``dashboards/``, the alert rules in
 ``alerts/`` and the docs build on. It only declares: importing it creates no
 collector, registers nothing and opens no socket, so a dashboard generator can
-``from monitor.metrics import FLOW_LAG_SECONDS`` and use ``.name``.
+``from sparkmirror.metrics import FLOW_LAG_SECONDS`` and use ``.name``.
 
 Conventions (Prometheus naming best practice):
 
@@ -398,7 +398,7 @@ def enabled(spec: MetricSpec, granularity: str) -> bool:
 
 
 def markdown_table() -> str:
-    """The metric table of docs/monitor-status.md (``python -m monitor.metrics`` prints it)."""
+    """The metric table of docs/monitor-status.md (``python -m sparkmirror.metrics`` prints it)."""
     rows = ["| name | type | labels | level | help |", "| --- | --- | --- | --- | --- |"]
     for spec in ALL:
         labels = ", ".join(f"`{label}`" for label in spec.labels) or "-"

@@ -29,7 +29,7 @@ import threading
 import time
 
 from replicator.errors import ConfigError
-from replicator.webconfig import WWW_AUTHENTICATE, BasicAuth, FailedLogins, WebConfig, load_web_config
+from sparkmirror.webconfig import WWW_AUTHENTICATE, BasicAuth, FailedLogins, WebConfig, load_web_config
 
 log = logging.getLogger(__name__)
 
