@@ -15,6 +15,7 @@ import threading
 import time
 
 from replicator.control.clients import admin, producer
+from replicator.control.loop import run_loop
 from replicator.control.topics import ensure_internal_topic
 from replicator.datapath.progress import metrics
 from replicator.model.records import Heartbeat
@@ -23,6 +24,9 @@ log = logging.getLogger("sparkmirror.heartbeats")
 
 
 class HeartbeatEmitter:
+    #: Seconds between attempts of a failing ``prepare()``; None: the control loops' default.
+    prepare_retry_seconds: float | None = None
+
     def __init__(self, config, flow) -> None:
         self.flow = flow
         self.topic = flow.policy.heartbeats_topic()
@@ -64,19 +68,18 @@ class HeartbeatEmitter:
         self._producer.poll(0)
 
     def run(self, stop: threading.Event) -> None:
+        """Emit every ``interval`` seconds until ``stop``, in the control loops' ``run_loop``: a
+        heartbeats topic that cannot be made yet (target down, ACL not granted) is tried again."""
         if self.interval <= 0:
             # MM2 schedules nothing for a negative interval: -1 switches heartbeats off.
             log.info("heartbeats %s->%s off (emit.heartbeats.interval.seconds = %.0f)", self.flow.source,
                      self.flow.target, self.interval)
             return
-        try:
+
+        def prepare() -> None:
             self.prepare()
-        except Exception as exc:
-            log.error("heartbeats %s->%s disabled: %s", self.flow.source, self.flow.target, exc)
-            return
-        log.info("heartbeats %s->%s every %.0f s into %s on %s", self.flow.source, self.flow.target,
-                 self.interval, self.topic, self.flow.target)
-        while not stop.is_set():
-            self.emit_once()
-            stop.wait(self.interval)
-        self._producer.flush(5)
+            log.info("heartbeats %s->%s every %.0f s into %s on %s", self.flow.source, self.flow.target,
+                     self.interval, self.topic, self.flow.target)
+
+        run_loop(f"heartbeats {self.flow.source}->{self.flow.target}", self.interval, self.emit_once, stop,
+                 prepare, close=lambda: self._producer.flush(5), retry_seconds=self.prepare_retry_seconds)

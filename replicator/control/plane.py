@@ -8,27 +8,24 @@ sync (``sync.topic.configs.*``) and topic ACL sync (``sync.topic.acls.*``).
 Heartbeats and topic/partition refresh are started by the job itself
 (replicator.control.heartbeats, FlowReplicator.refresh_topics).
 
-Each loop runs on a daemon thread of the driver: it prepares (retrying until it
-succeeds or the job stops), then runs one round per interval. A failed round is
-logged and the next one tries again; a loop never takes the job down.
+Each loop runs on a daemon thread of the driver, in ``replicator.control.loop.run_loop``
+(the heartbeats' loop too): it prepares (retrying until it succeeds or the job
+stops), then runs one round per interval. A failed round is logged and the next one
+tries again; a loop never takes the job down.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 
 from replicator.control.checkpoints import CheckpointEmitter
 from replicator.control.configsync import AclSync, TopicConfigSync
 from replicator.control.groups import GroupOffsetSync
-from replicator.errors import SparkmirrorError
+from replicator.control.loop import run_loop
 
 log = logging.getLogger("sparkmirror.control")
-
-_PREPARE_RETRY_SECONDS = 10.0
-
 
 @dataclass
 class ControlPlane:
@@ -40,42 +37,6 @@ class ControlPlane:
     config_sync: TopicConfigSync | None = None
     acl_sync: AclSync | None = None
     loops: list[str] = field(default_factory=list)
-
-
-def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=None,
-             ready: threading.Event | None = None, close=None) -> None:
-    """``prepare()`` until it works, then ``step()`` every ``interval`` seconds until ``stop``, then ``close()``."""
-    try:
-        _run(name, interval, step, stop, prepare, ready)
-    finally:
-        if close is not None:
-            try:
-                close()
-            except Exception as exc:
-                log.debug("%s: close: %r", name, exc)
-
-
-def _run(name: str, interval: float, step, stop: threading.Event, prepare, ready) -> None:
-    while prepare is not None and not stop.is_set():
-        try:
-            prepare()
-            break
-        except SparkmirrorError as exc:
-            log.error("%s: cannot start yet: %s (retrying in %.0f s)", name, exc, _PREPARE_RETRY_SECONDS)
-        except Exception as exc:
-            log.exception("%s: cannot start yet: %r (retrying in %.0f s)", name, exc, _PREPARE_RETRY_SECONDS)
-        stop.wait(_PREPARE_RETRY_SECONDS)
-    if ready is not None:
-        ready.set()
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            step()
-        except SparkmirrorError as exc:
-            log.error("%s: round failed: %s", name, exc)
-        except Exception as exc:  # a bug or a client failure: keep the loop alive, say what happened
-            log.exception("%s: round failed: %r", name, exc)
-        stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
 def _wait_for(ready: threading.Event, stop: threading.Event) -> None:

@@ -11,7 +11,7 @@ from replicator.commands.inspect import record_type_of
 from replicator.control.configsync import plan_config_changes, target_acl_bindings
 from replicator.control.groups import TargetGroup, offsets_to_commit
 from replicator.control.offsetsyncs_reader import SPARK_EARLIEST, resume_offsets
-from replicator.control.plane import run_loop
+from replicator.control.loop import run_loop
 from replicator.errors import ClusterError
 from replicator.model.config import parse_config
 from replicator.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT, java_list
@@ -156,11 +156,5 @@ def test_loop_retries_prepare_survives_failing_rounds_and_closes():
         if calls["step"] == 3:
             stop.set()
 
-    import replicator.control.plane as plane
-
-    old, plane._PREPARE_RETRY_SECONDS = plane._PREPARE_RETRY_SECONDS, 0.01
-    try:
-        run_loop("test", 0.01, step, stop, prepare, close=lambda: calls.__setitem__("close", 1))
-    finally:
-        plane._PREPARE_RETRY_SECONDS = old
+    run_loop("test", 0.01, step, stop, prepare, close=lambda: calls.__setitem__("close", 1), retry_seconds=0.01)
     assert calls == {"prepare": 2, "step": 3, "close": 1}

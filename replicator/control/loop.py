@@ -1,0 +1,76 @@
+"""The one loop every control task of the replicator runs in: heartbeats, checkpoints,
+group offset sync, topic config and ACL sync.
+
+``prepare()`` (make a topic, read a first state) is tried until it works or the job
+stops, every ``PREPARE_RETRY_SECONDS``: a target that is down at start-up, or an ACL
+granted later, delays a task but never switches it off. The first failure is logged
+at error level, the repeats at debug (the same failure every ten seconds tells an
+operator nothing new), and the recovery once. Then ``step()`` runs once per
+``interval``; a failed round is logged and the next one tries again, so a loop never
+takes the job down. ``close()`` runs when the loop ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from replicator.errors import SparkmirrorError
+
+log = logging.getLogger("sparkmirror.control")
+
+PREPARE_RETRY_SECONDS = 10.0
+
+
+def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=None,
+             ready: threading.Event | None = None, close=None, retry_seconds: float | None = None) -> None:
+    """``prepare()`` until it works, then ``step()`` every ``interval`` seconds until ``stop``, then ``close()``.
+
+    ``ready`` is set once ``prepare()`` worked (other loops may wait for it);
+    ``retry_seconds``: the wait between attempts of ``prepare()`` (``PREPARE_RETRY_SECONDS``).
+    """
+    try:
+        _prepare(name, stop, prepare, PREPARE_RETRY_SECONDS if retry_seconds is None else retry_seconds)
+        if ready is not None:
+            ready.set()  # also when the job stopped first: nobody waits for a loop that will not run
+        _rounds(name, interval, step, stop)
+    finally:
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:
+                log.debug("%s: close: %r", name, exc)
+
+
+def _prepare(name: str, stop: threading.Event, prepare, retry_seconds: float) -> None:
+    """Returns once ``prepare()`` worked (or there is none), or the job stopped."""
+    failures = 0
+    while prepare is not None and not stop.is_set():
+        try:
+            prepare()
+        except Exception as exc:
+            failures += 1
+            if failures > 1:
+                log.debug("%s: still cannot start (attempt %d): %r", name, failures, exc)
+            elif isinstance(exc, SparkmirrorError):
+                log.error("%s: cannot start yet: %s (retrying every %.0f s)", name, exc, retry_seconds)
+            else:
+                log.exception("%s: cannot start yet: %r (retrying every %.0f s)", name, exc, retry_seconds)
+            stop.wait(retry_seconds)
+            continue
+        if failures:
+            log.info("%s: started after %d failed attempt%s", name, failures, "" if failures == 1 else "s")
+        return
+
+
+def _rounds(name: str, interval: float, step, stop: threading.Event) -> None:
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            step()
+        except SparkmirrorError as exc:
+            log.error("%s: round failed: %s", name, exc)
+        except Exception as exc:  # a bug or a client failure: keep the loop alive, say what happened
+            log.exception("%s: round failed: %r", name, exc)
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
