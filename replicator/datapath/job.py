@@ -18,6 +18,7 @@ from pathlib import Path
 
 from replicator import logsetup
 from replicator.control.heartbeats import HeartbeatEmitter
+from replicator.control.plane import start_control_loops
 from replicator.datapath import catchup
 from replicator.datapath.flow import FlowReplicator
 from replicator.errors import ConfigError, SparkmirrorError
@@ -148,12 +149,6 @@ class ReplicatorJob:
 
     def _start_control_plane(self, fr: FlowReplicator) -> None:
         """Checkpoints, group offset sync, topic config and ACL sync (replicator.control.plane)."""
-        try:
-            from replicator.control.plane import start_control_loops
-        except ModuleNotFoundError as exc:
-            if exc.name != "replicator.control.plane":
-                raise
-            return
         start_control_loops(self.config, fr, self.stop_event, self._thread)
 
     def _log_start_up_warnings(self) -> None:
