@@ -60,3 +60,28 @@ def test_a_day_of_evaluations_keeps_at_most_the_ring_and_stays_within_the_memory
 def test_a_history_needs_a_step_and_room():
     with pytest.raises(ValueError):
         History(step=0)
+
+
+def test_the_evaluator_loop_fills_the_history_without_any_page_request():
+    """The charts show the hours before a browser opened the page: the service's evaluator
+    loop records every evaluation, and nothing here builds the HTTP app or asks for a page."""
+    import asyncio
+
+    from monitor.service import MonitorService
+    from monitor.watch import MonitorOptions
+    from replicator.model.config import parse_config
+
+    config = parse_config("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+                          "A->B.enabled = true\n")
+    service = MonitorService(config, MonitorOptions(interval=0.02, history_step=0.02))
+    assert service.history.points("A->B") == []
+
+    async def evaluate_for_a_while():
+        loop = asyncio.create_task(service._evaluate_loop())
+        await asyncio.sleep(0.5)
+        loop.cancel()
+
+    asyncio.run(evaluate_for_a_while())
+    points = service.history.points("A->B")
+    assert len(points) >= 3, points
+    assert points == sorted(points, key=lambda p: p.at)
