@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, arrow_rows, produce_after)
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, arrow_rows, cannot_produce,
+                                        produce_after)
 
 EOS_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("skipped", pa.int64()))
 EOS_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", skipped long"
@@ -167,11 +168,8 @@ class _PartitionTxn:
                 produce_after(first, producer, self.target, value=value, key=key, partition=self.partition,
                               timestamp=ts, headers=hdr_list, on_delivery=on_delivery)
             except KafkaException as exc:
-                raise RuntimeError(
-                    f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
-                    f"{self.spec.writer.source_alias} topic {self.src_topic} partition {self.partition} offset "
-                    f"{offset} -> cluster {self.spec.writer.target_alias} topic {self.target}, {size} bytes)"
-                ) from None
+                raise cannot_produce(exc, self.spec.writer.source_alias, self.src_topic, self.partition, offset,
+                                     self.spec.writer.target_alias, self.target, size) from None
         self.next_offset = offset + 1
         self.written += 1
         if self.written % POLL_EVERY == 0:

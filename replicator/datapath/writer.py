@@ -292,6 +292,16 @@ def arrow_rows(rb: "pa.RecordBatch") -> ArrowRows:
     )
 
 
+def cannot_produce(exc, source_alias: str, src_topic: str, partition: int, offset: int, target_alias: str,
+                   target: str, size: int) -> RuntimeError:
+    """The task error for a record ``produce_after`` gave up on (``exc``, a KafkaException), naming the record."""
+    return RuntimeError(
+        f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
+        f"{source_alias} topic {src_topic} partition {partition} offset {offset} -> "
+        f"cluster {target_alias} topic {target}, {size} bytes)"
+    )
+
+
 def _producer(spec: WriterSpec):
     from confluent_kafka import Producer
 
@@ -340,11 +350,8 @@ def write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                     produce_after(first, producer, target, value=value, key=key, partition=partition,
                                   timestamp=ts, headers=hdr_list, on_delivery=on_delivery)
                 except KafkaException as exc:
-                    raise RuntimeError(
-                        f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster "
-                        f"{spec.source_alias} topic {src_topic} partition {partition} offset {offsets[i]} -> "
-                        f"cluster {spec.target_alias} topic {target}, {size} bytes)"
-                    ) from None
+                    raise cannot_produce(exc, spec.source_alias, src_topic, partition, offsets[i], spec.target_alias,
+                                         target, size) from None
             if i % POLL_EVERY == 0:
                 placements.now_ms = int(time.time() * 1000)
                 producer.poll(0)
