@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 from monitor import catchup
 from monitor.evaluator import Evaluation, FlowResult, PartitionResult
-from sparkmirror import metrics as m
 from monitor.readiness import Headroom
+from sparkmirror import metrics as m
 
 Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 
