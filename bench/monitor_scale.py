@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_record:
                 results = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
                 results.append(row)
-                RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+                RESULTS.write_text(json.dumps(results, indent=2) + "\n")
                 from bench.report import write_benchmarks_md
 
                 write_benchmarks_md()

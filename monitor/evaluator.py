@@ -530,10 +530,11 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
         if hit is not None and hit[0] == signature and hit[1].status == OK and not hit[1].reasons:
             result = hit[1]
             result.read_at = p.read_at
+            kept[key] = hit  # the same objects: nothing new for the garbage collector to follow
         else:
             result = _partition(p, now, stopped, stop_reason, settings)
-        if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
-            kept[key] = (signature, result)
+            if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
+                kept[key] = (signature, result)
         partitions.append(result)
         if i % STEP_PARTITIONS == 0:
             yield
