@@ -1,0 +1,93 @@
+"""The replicator on a real Spark standalone cluster, not only ``local[*]``.
+
+A Master and two Workers (two cores each), every one its own JVM with its own work dir and
+ports (tests/support/spark_cluster.py); the replicator is the driver, started with
+``--master spark://...``, so the executors and their Python workers run in other processes
+than the driver, under the Workers. The checks are the data path's: every record identical
+on the target (key, value, headers, timestamp) and in order, each offset-sync pairing the
+same record on both sides, and the work spread over both Workers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from replicator.model.records import OffsetSync
+from tests.support.kafka import consume_all, create_topic, produce
+from tests.support.replicator import Replicator, write_config
+from tests.support.spark_cluster import SparkStandalone
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+BACKLOG = 3_000  # per topic, written before the replicator starts
+LIVE = 300  # per topic, written while it runs
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=2).start()
+    yield cluster
+    cluster.stop()
+
+
+def _records(topic_index: int, first: int, count: int, base_ms: int):
+    for i in range(first, first + count):
+        yield {"key": f"k{i % 13}".encode(), "value": f"{topic_index}:{i}".encode(),
+               "headers": [("n", str(i).encode()), ("t", str(topic_index).encode())], "timestamp": base_ms + i}
+
+
+def _identity(msg) -> tuple:
+    return msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1]
+
+
+def _wait_for(bootstrap: str, topic: str, expected: int, timeout: float = 180.0) -> list:
+    deadline = time.monotonic() + timeout
+    got: list = []
+    while time.monotonic() < deadline:
+        got = consume_all(bootstrap, topic, expected=expected, timeout=10)
+        if len(got) >= expected:
+            return got
+        time.sleep(2)
+    return got
+
+
+def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(kafka_clusters, spark_cluster,
+                                                                              unique, tmp_path):
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topics = [f"cluster{i}-{unique}" for i in range(3)]
+    base_ms = int(time.time() * 1000) - 3_600_000
+    for i, topic in enumerate(topics):
+        create_topic(primary, topic, 1)
+        produce(primary, topic, _records(i, 0, BACKLOG, base_ms))
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": "|".join(topics)})
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log",
+                     ["--master", spark_cluster.url]).start()
+    try:
+        for topic in topics:
+            assert len(_wait_for(dr, f"primary.{topic}", BACKLOG)) >= BACKLOG, rep.log()[-3000:]
+        for i, topic in enumerate(topics):
+            produce(primary, topic, _records(i, BACKLOG, LIVE, base_ms))
+        mirrored = {t: _wait_for(dr, f"primary.{t}", BACKLOG + LIVE) for t in topics}
+        assert rep.running(), rep.log()[-3000:]
+    finally:
+        rep.terminate()
+    log = rep.log()
+    syncs = [OffsetSync.decode(m.key(), m.value()) for m in consume_all(primary, "mm2-offset-syncs.dr.internal")]
+    checked = 0
+    for topic in topics:
+        source = consume_all(primary, topic)
+        target = mirrored[topic]
+        assert [_identity(m) for m in target] == [_identity(m) for m in source], f"{topic} differs on the target"
+        by_offset = {m.offset(): m for m in target}
+        topic_syncs = [s for s in syncs if s.topic == topic]
+        assert topic_syncs, f"no offset-syncs for {topic}"
+        for s in topic_syncs:
+            assert _identity(source[s.upstream_offset]) == _identity(by_offset[s.downstream_offset]), s
+            checked += 1
+    # the executors ran under both Workers, in processes other than the driver
+    tasks = spark_cluster.tasks_per_worker()
+    assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}\n{log[-3000:]}"
+    print(f"standalone cluster: {len(topics)} topics x {BACKLOG + LIVE} records exact, {checked} offset-syncs "
+          f"checked, tasks per worker {tasks}")
