@@ -91,3 +91,86 @@ def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(ka
     assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}\n{log[-3000:]}"
     print(f"standalone cluster: {len(topics)} topics x {BACKLOG + LIVE} records exact, {checked} offset-syncs "
           f"checked, tasks per worker {tasks}")
+
+
+CATCH_UP = 200_000
+
+
+def test_a_worker_killed_mid_catch_up_loses_nothing_and_comes_back(kafka_clusters, spark_cluster, unique, tmp_path,
+                                                                 artifacts_dir):
+    """SIGKILL one Worker together with its executor and Python workers while a catch-up of
+    200,000 records runs: the query goes on with the executor left (Spark runs the lost tasks
+    again there, or the flow restarts the query from its checkpoint), nothing is lost, what was
+    copied twice is counted; then the Worker comes back and registers again."""
+    import json
+
+    from tests.support.kafka import NumberedProducer
+
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"workerkill-{unique}"
+    mirror = f"primary.{topic}"
+    create_topic(primary, topic, 4)
+    produce(primary, topic, ({"value": str(i).encode(), "partition": i % 4} for i in range(CATCH_UP)),
+            **{"linger.ms": 50})
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log", ["--master", spark_cluster.url]).start()
+    producer = NumberedProducer(primary, topic, 4, rate=200.0, first_id=CATCH_UP)
+    killed_at = recovered_at = None
+    try:
+        deadline = time.monotonic() + 240
+        # mid catch-up (the first batch copies the whole backlog, a task per partition), with
+        # tasks running under the Worker to be killed
+        while (_end_offsets(dr, mirror) < 20_000 or not spark_cluster.tasks_per_worker()[1]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tasks_before = spark_cluster.tasks_per_worker()
+        on_target_at_kill = _end_offsets(dr, mirror)
+        assert 0 < on_target_at_kill < CATCH_UP, f"{on_target_at_kill} records on the target: not mid catch-up"
+        producer.start()
+        spark_cluster.kill_worker(1)
+        killed_at = time.monotonic()
+        deadline = time.monotonic() + 300
+        backlog = set(range(CATCH_UP))
+        while time.monotonic() < deadline:  # the whole backlog on the target (duplicates do not count)
+            if backlog <= {int(m.value()) for m in consume_all(dr, mirror, timeout=30)}:
+                break
+            assert rep.running(), rep.log()[-3000:]
+            time.sleep(0.5)
+        recovered_at = time.monotonic()
+        spark_cluster.start_worker(1)
+        spark_cluster.wait_for_workers(2, 120)
+        sent = producer.stop()
+        deadline = time.monotonic() + 240
+        ids: list[int] = []
+        while time.monotonic() < deadline:  # every id once at least: duplicates do not count
+            ids = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
+            if len(set(ids)) >= sent:
+                break
+            assert rep.running(), rep.log()[-3000:]
+            time.sleep(2)
+    finally:
+        if producer.is_alive():
+            producer.stop()
+        rep.terminate()
+    lost = sent - len(set(ids))
+    report = {"records": sent, "on_target": len(ids), "lost": lost, "duplicated": len(ids) - len(set(ids)),
+              "on_target_at_kill": on_target_at_kill,
+              "seconds_from_kill_to_backlog_copied_at_most": round(recovered_at - killed_at, 1),
+              "tasks_per_worker_before_kill": tasks_before, "tasks_per_worker": spark_cluster.tasks_per_worker()}
+    (artifacts_dir / "spark-standalone-worker-kill.json").write_text(json.dumps(report, indent=2))
+    print("worker kill:", json.dumps(report))
+    assert lost == 0, report
+    assert set(ids) == set(range(sent)), report
+
+
+def _end_offsets(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return 0
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions)
+    finally:
+        c.close()

@@ -92,11 +92,15 @@ class SparkStandalone:
             time.sleep(0.5)
 
     def tasks_per_worker(self) -> list[int]:
-        """Tasks each Worker's executors ran, from the executors' own logs in the work dirs."""
+        """Tasks each Worker's executors ran for the newest application, from the executors' own
+        logs in the work dirs."""
+        apps = sorted({d.name for i in range(len(self.workers)) for d in self.work_dir(i).glob("app-*")})
+        if not apps:
+            return [0] * len(self.workers)
         counts = []
         for i in range(len(self.workers)):
             n = 0
-            for log in self.work_dir(i).glob("app-*/*/stderr"):
+            for log in self.work_dir(i).glob(f"{apps[-1]}/*/stderr"):
                 n += log.read_text(errors="replace").count("Running task ")
             counts.append(n)
         return counts
