@@ -164,7 +164,8 @@ def test_a_worker_killed_mid_catch_up_loses_nothing_and_comes_back(kafka_cluster
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    """Records on ``topic`` (duplicates included); 0 while the topic is being created."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
     try:
@@ -172,5 +173,106 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
         if md is None or md.error is not None:
             return 0
         return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions)
+    except KafkaException:  # a partition without its leader yet, right after the mirror topic was created
+        return 0
     finally:
         c.close()
+
+
+def test_the_driver_killed_and_restarted_on_the_same_checkpoint_loses_nothing(kafka_clusters, spark_cluster,
+                                                                             unique, tmp_path):
+    """SIGKILL the replicator (the driver: the application goes, the Workers stop its executors)
+    mid catch-up, start it again against the same checkpoint directory (storage every process
+    of the cluster sees): it continues where its last committed batch ended, nothing lost."""
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"driverkill-{unique}"
+    mirror = f"primary.{topic}"
+    records = 150_000
+    create_topic(primary, topic, 4)
+    produce(primary, topic, ({"value": str(i).encode(), "partition": i % 4} for i in range(records)),
+            **{"linger.ms": 50})
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
+    args = ["--master", spark_cluster.url, "--max-records-per-batch", "10000"]
+    first = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", args).start()
+    try:
+        deadline = time.monotonic() + 240
+        while _end_offsets(dr, mirror) < 20_000 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        at_kill = _end_offsets(dr, mirror)
+        first.kill9()
+    finally:
+        if first.running():
+            first.kill9()
+    assert 0 < at_kill < records, f"{at_kill} records on the target at the kill: not mid catch-up"
+    spark_cluster.wait_for_workers(2, 60)
+    second = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", args).start()
+    try:
+        deadline = time.monotonic() + 240
+        ids: list[int] = []
+        while time.monotonic() < deadline:
+            ids = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
+            if len(set(ids)) >= records:
+                break
+            assert second.running(), second.log()[-3000:]
+            time.sleep(2)
+    finally:
+        second.terminate()
+    assert set(ids) == set(range(records)), f"{records - len(set(ids))} records lost across the driver kill"
+    assert "copying from the earliest offsets" not in second.log(), "the restart did not resume its checkpoint"
+    print(f"driver kill: {at_kill} on the target at the kill, {len(ids) - records} copied twice, 0 lost")
+
+
+@pytest.fixture(scope="module")
+def third_cluster(tmp_path_factory):
+    from replicator.devenv.kafka import KafkaCluster, free_port
+
+    cluster = KafkaCluster("c", free_port(), free_port(), tmp_path_factory.mktemp("kafka-c"), heap="512m")
+    cluster.start(timeout=180)
+    yield cluster
+    cluster.stop()
+
+
+def test_three_clusters_three_flows_in_one_application(kafka_clusters, third_cluster, spark_cluster, unique,
+                                                       tmp_path):
+    """Flows a->b, a->c and b->a (active-active between a and b) at once, in one replicator on
+    the standalone cluster: each flow's topic complete and exact on its target, and nothing
+    replicated back to where it came from."""
+    a, b, c = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap, third_cluster.bootstrap
+    on_a, on_b = f"orders-{unique}", f"payments-{unique}"
+    create_topic(a, on_a, 2)
+    create_topic(b, on_b, 2)
+    produce(a, on_a, ({"key": str(i).encode(), "value": f"a{i}".encode(), "partition": i % 2} for i in range(2_000)))
+    produce(b, on_b, ({"key": str(i).encode(), "value": f"b{i}".encode(), "partition": i % 2} for i in range(2_000)))
+    props = {
+        "clusters": "a, b, c",
+        "a.bootstrap.servers": a, "b.bootstrap.servers": b, "c.bootstrap.servers": c,
+        "a->b.enabled": "true", "a->c.enabled": "true", "b->a.enabled": "true",
+        "a->b.topics": on_a, "a->c.topics": on_a, "b->a.topics": f"{on_b}|b\\..*|a\\..*",
+        "replication.factor": "1", "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
+        "emit.heartbeats.interval.seconds": "1", "refresh.topics.interval.seconds": "5",
+        "sync.topic.acls.enabled": "false",
+    }
+    config = tmp_path / "mm2.properties"
+    config.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log", ["--master", spark_cluster.url]).start()
+    try:
+        got = {
+            ("b", f"a.{on_a}"): _wait_for(b, f"a.{on_a}", 2_000),
+            ("c", f"a.{on_a}"): _wait_for(c, f"a.{on_a}", 2_000),
+            ("a", f"b.{on_b}"): _wait_for(a, f"b.{on_b}", 2_000),
+        }
+        assert rep.running(), rep.log()[-3000:]
+    finally:
+        rep.terminate()
+    source = {on_a: consume_all(a, on_a), on_b: consume_all(b, on_b)}
+    for (cluster, mirror), msgs in got.items():
+        origin = mirror.split(".", 1)[1]
+        want = {p: [_identity(m) for m in source[origin] if m.partition() == p] for p in (0, 1)}
+        have = {p: [_identity(m) for m in msgs if m.partition() == p] for p in (0, 1)}
+        assert have == want, f"{mirror} on {cluster} differs from {origin}"
+    # loop prevention: b->a takes b's own topics, never a's topics coming back (a.* on b)
+    from confluent_kafka.admin import AdminClient
+
+    on_a_now = AdminClient({"bootstrap.servers": a}).list_topics(timeout=10).topics
+    assert f"b.a.{on_a}" not in on_a_now and not any(t.startswith("b.a.") for t in on_a_now)
