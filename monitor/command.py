@@ -149,7 +149,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replicator.model.config import load_config
+    from replicator.configfile import load_config
 
     options = options_from_args(args)
     config = load_config(args.config)  # a bad file is refused before the HTTP and OTel stacks are even imported

@@ -84,7 +84,7 @@ def _text(record_type: str, fields: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from replicator.control.offsetsyncs_reader import InternalTopicReader
-    from replicator.model.config import load_config
+    from replicator.configfile import load_config
 
     config = load_config(args.config)
     if args.cluster not in config.clusters:

@@ -52,7 +52,7 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.model.config import load_config
+    from replicator.configfile import load_config
     from replicator.model.flowclients import translate_clients
 
     listen = parse_listen(args.metrics_listen, "--metrics-listen", METRICS_LISTEN, can_be_off=True)

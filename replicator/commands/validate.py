@@ -14,9 +14,10 @@ import json
 import sys
 from typing import Any
 
+from replicator.configfile import load_config
 from replicator.errors import ConfigError
 from replicator.model.clients import mask_secrets
-from replicator.model.config import ConfigWarning, FlowConfig, MM2Config, load_config
+from replicator.model.config import ConfigWarning, FlowConfig, MM2Config
 from replicator.model.flowclients import translate_clients
 
 DESCRIPTION = """\

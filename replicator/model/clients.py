@@ -18,18 +18,20 @@ itself. So the same effective settings are translated twice:
 
 :func:`mask_secrets` is applied wherever an effective config is printed.
 
-The module is longer than most because its bulk is the key tables; they, the
-JAAS parser and the provider resolution are one translation and read best together.
+``${provider:path:key}`` references are resolved before translation, by the
+start-up code that may read files and the environment
+(:mod:`replicator.configfile`); one still left here is refused.
+
+The module is longer than most because its bulk is the key tables; they and the
+JAAS parser are one translation and read best together.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from replicator.errors import ConfigError, ConfigErrors
 
@@ -192,7 +194,9 @@ class Translation:
     dropped: dict[str, str]
 
 
-class _Errors:
+class ClientErrors:
+    """Problems with one client's settings, each pointing at the line that set the key; raised together."""
+
     def __init__(self, java: Mapping[str, str], cluster: str | None) -> None:
         self.origins = getattr(java, "origins", {})
         self.cluster = cluster if cluster is not None else getattr(java, "cluster", None)
@@ -294,7 +298,7 @@ def translate_librdkafka(java: Mapping[str, str], role: str, *, cluster: str | N
     """Like :func:`librdkafka_config`, also returning the dropped keys with their reasons."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    errors = _Errors(java, cluster)
+    errors = ClientErrors(java, cluster)
     out: dict[str, str] = {}
     dropped: dict[str, str] = {}
     _check_references(java, errors)
@@ -331,7 +335,7 @@ def _security_key_applies(key: str, protocol: str) -> bool:
     return protocol in ("SSL", "SASL_SSL")
 
 
-def _translate_plain(key: str, value: str, role: str, out: dict, dropped: dict, errors: _Errors) -> None:
+def _translate_plain(key: str, value: str, role: str, out: dict, dropped: dict, errors: ClientErrors) -> None:
     if key in _ENUMS and value.lower() not in _ENUMS[key]:
         errors.add(key, f"`{key}` must be one of {', '.join(sorted(_ENUMS[key]))}, got {value!r}")
         return
@@ -375,7 +379,7 @@ def _translate_plain(key: str, value: str, role: str, out: dict, dropped: dict, 
         dropped[key] = "no librdkafka equivalent known to sparkmirror"
 
 
-def _translate_sasl(java: Mapping[str, str], out: dict, errors: _Errors) -> set[str]:
+def _translate_sasl(java: Mapping[str, str], out: dict, errors: ClientErrors) -> set[str]:
     mechanism = java.get("sasl.mechanism", "GSSAPI").strip().upper()
     handled = {"sasl.mechanism", "sasl.jaas.config", "sasl.login.callback.handler.class",
                "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret"}
@@ -417,7 +421,7 @@ def _translate_sasl(java: Mapping[str, str], out: dict, errors: _Errors) -> set[
     return handled
 
 
-def _gssapi(login: JaasLogin | None, out: dict, errors: _Errors) -> None:
+def _gssapi(login: JaasLogin | None, out: dict, errors: ClientErrors) -> None:
     options = login.options if login else {}
     if "keyTab" not in options or "principal" not in options:
         errors.add("sasl.mechanism" if login is None else "sasl.jaas.config",
@@ -429,7 +433,7 @@ def _gssapi(login: JaasLogin | None, out: dict, errors: _Errors) -> None:
     out["sasl.kerberos.principal"] = options["principal"]
 
 
-def _oauthbearer(java: Mapping[str, str], login: JaasLogin | None, out: dict, errors: _Errors) -> None:
+def _oauthbearer(java: Mapping[str, str], login: JaasLogin | None, out: dict, errors: ClientErrors) -> None:
     options = login.options if login else {}
     handler = java.get("sasl.login.callback.handler.class", "").strip()
     if handler and handler not in _STANDARD_OIDC_HANDLERS:
@@ -456,7 +460,7 @@ def _oauthbearer(java: Mapping[str, str], login: JaasLogin | None, out: dict, er
                    "(sasl.oauthbearer.token.endpoint.url) or unsecuredLoginStringClaim_sub for testing")
 
 
-def _translate_ssl(java: Mapping[str, str], out: dict, dropped: dict, errors: _Errors) -> set[str]:
+def _translate_ssl(java: Mapping[str, str], out: dict, dropped: dict, errors: ClientErrors) -> set[str]:
     handled = {"ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password",
                "ssl.truststore.certificates", "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password",
                "ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
@@ -505,7 +509,7 @@ def _translate_ssl(java: Mapping[str, str], out: dict, dropped: dict, errors: _E
     return handled
 
 
-def _check_references(java: Mapping[str, str], errors: _Errors) -> None:
+def _check_references(java: Mapping[str, str], errors: ClientErrors) -> None:
     for key, value in java.items():
         match = REFERENCE.search(value)
         if match:
@@ -521,7 +525,7 @@ def spark_kafka_options(java: Mapping[str, str], *, cluster: str | None = None) 
     ``auto.offset.reset`` becomes ``startingOffsets`` (MM2 starts new partitions
     at ``earliest``, Spark's default is ``latest``).
     """
-    errors = _Errors(java, cluster)
+    errors = ClientErrors(java, cluster)
     _check_references(java, errors)
     options: dict[str, str] = {}
     for key, value in java.items():
@@ -553,47 +557,3 @@ def mask_secrets(config: Mapping[str, object]) -> dict[str, object]:
     """A copy of ``config`` with every secret value replaced by ``********``."""
     return {k: (MASK if is_secret(k) and v not in (None, "") else v) for k, v in config.items()}
 
-
-def resolve_references(java: Mapping[str, str], providers: Mapping[str, str], *, cluster: str | None = None
-                       ) -> dict[str, str]:
-    """Replace ``${provider:path:key}`` like MM2's ConfigTransformer does, for the providers it ships.
-
-    ``providers`` maps a provider name from ``config.providers`` to its class.
-    A reference that cannot be resolved is an error here (MM2 would pass the
-    literal text on and fail to authenticate much later).
-    """
-    errors = _Errors(java, cluster)
-    out = JavaClientConfig(java, cluster=getattr(java, "cluster", cluster), role=getattr(java, "role", None),
-                           origins=getattr(java, "origins", {}))
-    for key, value in java.items():
-        def replace(match: re.Match, key: str = key) -> str:
-            name, path, item = match.group(1), match.group(2) or "", match.group(3)
-            try:
-                return _provide(providers, name, path, item)
-            except (LookupError, OSError, ValueError, ConfigError) as exc:
-                errors.add(key, f"cannot resolve {match.group(0)} in `{key}`: {exc}")
-                return match.group(0)
-        out[key] = REFERENCE.sub(replace, value)
-    errors.raise_if_any()
-    return out
-
-
-def _provide(providers: Mapping[str, str], name: str, path: str, item: str) -> str:
-    if name not in providers:
-        raise LookupError(f"provider {name!r} is not declared in config.providers")
-    cls = providers[name].rsplit(".", 1)[-1]
-    if cls == "FileConfigProvider":
-        from replicator.model.properties import parse_properties
-
-        entries = parse_properties(Path(path).read_text(encoding="utf-8"), path)
-        if item not in entries:
-            raise LookupError(f"{path} has no key {item!r}")
-        return entries[item].value
-    if cls == "DirectoryConfigProvider":
-        return (Path(path) / item).read_text(encoding="utf-8")
-    if cls == "EnvVarConfigProvider":
-        if item not in os.environ:
-            raise LookupError(f"environment variable {item} is not set")
-        return os.environ[item]
-    raise LookupError(f"config provider class {providers[name]} is not supported by sparkmirror "
-                      "(FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider are)")

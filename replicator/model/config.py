@@ -37,14 +37,17 @@ import difflib
 import functools
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from replicator.errors import ConfigError, ConfigErrors, one_line
-from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig, resolve_references
+from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig
 from replicator.model.filters import (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
                                       GroupFilter, TopicFilter)
 from replicator.model.properties import Entry, Properties, parse_properties
+
+#: Resolves ``${provider:path:key}`` in one client's settings: (settings, config.providers, cluster=...).
+ReferenceResolver = Callable[..., JavaClientConfig]
 
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
@@ -425,6 +428,7 @@ class MM2Config:
     flows: list[FlowConfig]
     warnings: list[ConfigWarning] = field(default_factory=list)
     _layout: _Layout | None = field(default=None, repr=False)
+    _resolve_references: ReferenceResolver | None = field(default=None, repr=False)
 
     def enabled_flows(self) -> list[FlowConfig]:
         return [f for f in self.flows if f.enabled]
@@ -462,7 +466,9 @@ class MM2Config:
         """Java client settings MM2 would give cluster ``alias``'s ``role`` client (layering: module doc).
 
         Config provider references (``${file:...}``) are resolved with the
-        providers declared in ``config.providers``; an unresolvable one raises.
+        providers declared in ``config.providers`` by the resolver the file was
+        loaded with (replicator.configfile); an unresolvable one raises. Without
+        a resolver they stay as written, and translating the client refuses them.
         """
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
@@ -487,8 +493,8 @@ class MM2Config:
             values.setdefault("auto.offset.reset", "earliest")
         config = JavaClientConfig(values, cluster=alias, role=role,
                                   origins={k: (self.path, e.line) for k, e in merged.items()})
-        if any(REFERENCE.search(v) for v in values.values()):
-            config = resolve_references(config, self.config_providers(), cluster=alias)
+        if self._resolve_references and any(REFERENCE.search(v) for v in values.values()):
+            config = self._resolve_references(config, self.config_providers(), cluster=alias)
         return config
 
     def config_providers(self) -> dict[str, str]:
@@ -511,29 +517,16 @@ def _strip(entries: dict[str, Entry], prefix: str) -> dict[str, Entry]:
 # ---------------------------------------------------------------------------- parsing
 
 
-def load_config(path: str | Path) -> MM2Config:
-    """Read and validate an mm2.properties file (UTF-8; Latin-1 if it is not UTF-8, as Java reads it)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigErrors([ConfigError(f"cannot read the configuration: {exc.strerror or exc}", file=str(path),
-                                        hint="give the path of an mm2.properties file")]) from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ConfigErrors([ConfigError(
-            "the file is UTF-16 (it starts with a UTF-16 byte-order mark); MM2 reads mm2.properties as "
-            "ISO-8859-1 and would find no setting in it", file=str(path), line=1,
-            hint="save it as UTF-8 or plain ASCII text")])
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
-    return parse_config(text, str(path))
+def parse_config(text: str, path: str = "<string>", *,
+                 resolve_references: ReferenceResolver | None = None) -> MM2Config:
+    """Parse and validate mm2.properties text; raises ConfigErrors listing every problem.
 
-
-def parse_config(text: str, path: str = "<string>") -> MM2Config:
-    """Parse and validate mm2.properties text; raises ConfigErrors listing every problem."""
+    ``resolve_references`` replaces ``${provider:path:key}`` in a client's
+    settings (replicator.configfile.resolve_references reads files and the
+    environment for it); this module itself does no I/O.
+    """
     entries = parse_properties(text, path)
-    return _Builder(entries, path).build()
+    return _Builder(entries, path, resolve_references).build()
 
 
 @dataclass
@@ -549,8 +542,9 @@ class _Layout:
 class _Builder:
     """One pass over the parsed file, collecting every error and warning with its line."""
 
-    def __init__(self, entries: Properties, path: str) -> None:
+    def __init__(self, entries: Properties, path: str, resolve_references: ReferenceResolver | None) -> None:
         self.entries, self.path = entries, path
+        self.resolve_references = resolve_references
         self.errors: list[ConfigError] = []
         self.warnings: list[ConfigWarning] = []
         self._said: set[tuple[str, int | None, str]] = set()  # each problem once (a set: files can be huge)
@@ -584,7 +578,7 @@ class _Builder:
         self._check_same_bootstrap(clusters)
         if self.errors:
             raise self._failure()
-        config = MM2Config(self.path, clusters, flows, self.warnings, layout)
+        config = MM2Config(self.path, clusters, flows, self.warnings, layout, self.resolve_references)
         self._check_client_security(config)
         config.warnings.sort(key=lambda w: w.line or 0)
         return config

@@ -3,8 +3,8 @@
 ``validate`` prints them; ``replicate`` translates them before it starts Spark,
 so that a JKS truststore, a JAAS line without a password or an unresolvable
 ``${file:...}`` stops the start with exit 2 and FILE:LINE, instead of failing
-after the JVM is up or in a driver thread. No network; the only I/O is reading
-the files a ``${file:...}`` reference names.
+after the JVM is up or in a driver thread. No network; the only I/O is the
+config providers' (replicator.configfile), reading what a ``${file:...}`` names.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_a_refresh_with_nothing_to_ask_does_not_mark_a_down_cluster_reachable(tm
     from monitor.collectors.offsets import EndOffsetCollector
     from monitor.state import MonitorState
     from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
-    from replicator.model.config import load_config
+    from replicator.configfile import load_config
 
     source, target = f"down-src-{free_port()}", f"down-tgt-{free_port()}"
     config = load_config(write_mm2_config(tmp_path / "mm2.properties", {

@@ -14,7 +14,6 @@ from replicator.model.clients import (
     librdkafka_config,
     mask_secrets,
     parse_jaas,
-    resolve_references,
     spark_kafka_options,
     translate_librdkafka,
 )
@@ -330,36 +329,3 @@ def test_anything_named_like_a_secret_is_masked(word, prefix):
     key = f"{prefix}{word}"
     assert is_secret(key)
     assert mask_secrets({key: "value"}) == {key: MASK}
-
-
-# --- config providers ---------------------------------------------------------------------------
-
-
-def test_file_directory_and_env_providers(tmp_path, monkeypatch):
-    (tmp_path / "creds.properties").write_text("password = from-file\n")
-    (tmp_path / "secrets").mkdir()
-    (tmp_path / "secrets" / "user").write_text("from-dir")
-    monkeypatch.setenv("MM2_TRUST_PW", "from-env")
-    providers = {"file": "org.apache.kafka.common.config.provider.FileConfigProvider",
-                 "dir": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
-                 "env": "org.apache.kafka.common.config.provider.EnvVarConfigProvider"}
-    java = {"sasl.jaas.config": f'x required username="${{dir:{tmp_path}/secrets:user}}" '
-                                f'password="${{file:{tmp_path}/creds.properties:password}}";',
-            "ssl.truststore.password": "${env:MM2_TRUST_PW}", "bootstrap.servers": "b:1"}
-    resolved = resolve_references(java, providers)
-    assert resolved["sasl.jaas.config"] == 'x required username="from-dir" password="from-file";'
-    assert resolved["ssl.truststore.password"] == "from-env"
-    assert resolved["bootstrap.servers"] == "b:1"
-
-
-def test_unknown_provider_and_missing_key_are_errors_with_line(tmp_path):
-    (tmp_path / "c.properties").write_text("a = 1\n")
-    java = JavaClientConfig({"sasl.jaas.config": "${vault:x:y}", "ssl.key.password": f"${{file:{tmp_path}/c.properties:b}}"},
-                            cluster="dr", origins={"sasl.jaas.config": ("m.properties", 3),
-                                                   "ssl.key.password": ("m.properties", 4)})
-    with pytest.raises(ConfigError) as info:
-        resolve_references(java, {"file": "org.apache.kafka.common.config.provider.FileConfigProvider"})
-    errs = errors_of(info)
-    assert [(e.line, e.cluster) for e in errs] == [(3, "dr"), (4, "dr")]
-    assert "not declared in config.providers" in errs[0].message
-    assert "has no key 'b'" in errs[1].message

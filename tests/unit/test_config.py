@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.configfile import load_config
 from replicator.errors import ConfigError, ConfigErrors
 from replicator.model.config import (
     DEFAULT_POLICY,
@@ -15,7 +16,6 @@ from replicator.model.config import (
     LOOPS,
     ConfigWarning,
     MM2Config,
-    load_config,
     parse_config,
 )
 
@@ -318,24 +318,6 @@ def test_client_config_rejects_unknown_alias_role_and_foreign_flow():
         cfg.client_config("c", "consumer", cfg.flow("a", "b"))
     with pytest.raises(ConfigError):
         cfg.flow("a", "zz")
-
-
-def test_client_config_resolves_config_providers(tmp_path):
-    secrets = tmp_path / "secrets.properties"
-    secrets.write_text("dr.password = hunter2\n")
-    cfg = config(f"config.providers = file\n"
-                 f"config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
-                 f"b.sasl.jaas.config = x required password=\"${{file:{secrets}:dr.password}}\";\n")
-    assert cfg.client_config("b", "producer")["sasl.jaas.config"] == 'x required password="hunter2";'
-    assert cfg.config_providers() == {"file": "org.apache.kafka.common.config.provider.FileConfigProvider"}
-
-
-def test_client_config_unresolvable_reference_points_at_its_line():
-    cfg = config("b.ssl.truststore.password = ${vault:kv/kafka:pw}\n")
-    with pytest.raises(ConfigError) as info:
-        cfg.client_config("b", "consumer")
-    (err,) = info.value.errors
-    assert (err.file, err.line, err.cluster) == ("mm2.properties", 4, "b")
 
 
 def test_exactly_once_is_read_from_the_target_cluster():
