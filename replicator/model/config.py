@@ -38,7 +38,7 @@ import functools
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from replicator.errors import ConfigError, ConfigErrors, one_line
 from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig
@@ -233,48 +233,17 @@ def _choice(*options: str, lower: bool = False):
     return parse
 
 
-# field -> (MM2 key, parser, default); every default here is MM2's.
-_FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
-    "enabled": ("enabled", _bool, "false"),
-    "topics": ("topics", _regex_list, TOPICS_DEFAULT),
-    "topics_exclude": ("topics.exclude", _regex_list, TOPICS_EXCLUDE_DEFAULT),
-    "groups": ("groups", _regex_list, GROUPS_DEFAULT),
-    "groups_exclude": ("groups.exclude", _regex_list, GROUPS_EXCLUDE_DEFAULT),
-    "config_properties_exclude": ("config.properties.exclude", _regex_list, CONFIG_PROPERTIES_EXCLUDE_DEFAULT),
-    "replication_policy_class": ("replication.policy.class", _policy, DEFAULT_POLICY),
-    "replication_policy_separator": ("replication.policy.separator", _separator, "."),
-    "internal_topic_separator_enabled": ("replication.policy.internal.topic.separator.enabled", _bool, "true"),
-    "replication_factor": ("replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX),
-                           "2"),
-    "heartbeats_topic_replication_factor": (
-        "heartbeats.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
-    "checkpoints_topic_replication_factor": (
-        "checkpoints.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
-    "offset_syncs_topic_replication_factor": (
-        "offset-syncs.topic.replication.factor", _at_least(1, minus_one="the broker default", maximum=_INT16_MAX), "3"),
-    "offset_lag_max": ("offset.lag.max", _at_least(0, maximum=_INT64_MAX), "100"),
-    "emit_heartbeats_enabled": ("emit.heartbeats.enabled", _bool, "true"),
-    "emit_heartbeats_interval_seconds": ("emit.heartbeats.interval.seconds", _interval, "1"),
-    "emit_checkpoints_enabled": ("emit.checkpoints.enabled", _bool, "true"),
-    "emit_checkpoints_interval_seconds": ("emit.checkpoints.interval.seconds", _interval, "60"),
-    "sync_group_offsets_enabled": ("sync.group.offsets.enabled", _bool, "false"),
-    "sync_group_offsets_interval_seconds": ("sync.group.offsets.interval.seconds", _interval, "60"),
-    "refresh_topics_enabled": ("refresh.topics.enabled", _bool, "true"),
-    "refresh_topics_interval_seconds": ("refresh.topics.interval.seconds", _interval, "600"),
-    "refresh_groups_enabled": ("refresh.groups.enabled", _bool, "true"),
-    "refresh_groups_interval_seconds": ("refresh.groups.interval.seconds", _interval, "600"),
-    "sync_topic_configs_enabled": ("sync.topic.configs.enabled", _bool, "true"),
-    "sync_topic_configs_interval_seconds": ("sync.topic.configs.interval.seconds", _interval, "600"),
-    "sync_topic_acls_enabled": ("sync.topic.acls.enabled", _bool, "true"),
-    "sync_topic_acls_interval_seconds": ("sync.topic.acls.interval.seconds", _interval, "600"),
-    "emit_offset_syncs_enabled": ("emit.offset-syncs.enabled", _bool, "true"),
-    "offset_syncs_topic_location": ("offset-syncs.topic.location", _choice("source", "target"), "source"),
-    "tasks_max": ("tasks.max", _at_least(1, maximum=_INT32_MAX), "1"),
-    "heartbeats_replication_enabled": ("heartbeats.replication.enabled", _bool, "true"),
-}
-FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
+_RF = _at_least(1, minus_one="the broker default", maximum=_INT16_MAX)  # a topic's replication factor
 _EXACTLY_ONCE = _choice("disabled", "preparing", "enabled", lower=True)
 _EXACTLY_ONCE_CONNECTOR = _choice("requested", "required", lower=True)
+
+
+def _setting(key: str, parse, default: str, *, hash: bool | None = None):
+    """A FlowConfig field read from the MM2 key ``key`` by ``parse``; ``default`` is MM2's default, as text.
+
+    The field stays required: the builder always passes the parsed value.
+    """
+    return field(hash=hash, metadata={"key": key, "parse": parse, "default": default})
 
 
 # ---------------------------------------------------------------------------- model
@@ -319,38 +288,41 @@ class FlowConfig:
 
     source: str
     target: str
-    enabled: bool
-    topics: list[str] = field(hash=False)
-    topics_exclude: list[str] = field(hash=False)
-    groups: list[str] = field(hash=False)
-    groups_exclude: list[str] = field(hash=False)
-    config_properties_exclude: list[str] = field(hash=False)
-    replication_policy_class: str
-    replication_policy_separator: str
-    internal_topic_separator_enabled: bool
-    replication_factor: int
-    heartbeats_topic_replication_factor: int
-    checkpoints_topic_replication_factor: int
-    offset_syncs_topic_replication_factor: int
-    offset_lag_max: int
-    emit_heartbeats_enabled: bool
-    emit_heartbeats_interval_seconds: int
-    emit_checkpoints_enabled: bool
-    emit_checkpoints_interval_seconds: int
-    sync_group_offsets_enabled: bool
-    sync_group_offsets_interval_seconds: int
-    refresh_topics_enabled: bool
-    refresh_topics_interval_seconds: int
-    refresh_groups_enabled: bool
-    refresh_groups_interval_seconds: int
-    sync_topic_configs_enabled: bool
-    sync_topic_configs_interval_seconds: int
-    sync_topic_acls_enabled: bool
-    sync_topic_acls_interval_seconds: int
-    emit_offset_syncs_enabled: bool
-    offset_syncs_topic_location: str
-    tasks_max: int
-    heartbeats_replication_enabled: bool
+    enabled: bool = _setting("enabled", _bool, "false")
+    topics: list[str] = _setting("topics", _regex_list, TOPICS_DEFAULT, hash=False)
+    topics_exclude: list[str] = _setting("topics.exclude", _regex_list, TOPICS_EXCLUDE_DEFAULT, hash=False)
+    groups: list[str] = _setting("groups", _regex_list, GROUPS_DEFAULT, hash=False)
+    groups_exclude: list[str] = _setting("groups.exclude", _regex_list, GROUPS_EXCLUDE_DEFAULT, hash=False)
+    config_properties_exclude: list[str] = _setting("config.properties.exclude", _regex_list,
+                                                    CONFIG_PROPERTIES_EXCLUDE_DEFAULT, hash=False)
+    replication_policy_class: str = _setting("replication.policy.class", _policy, DEFAULT_POLICY)
+    replication_policy_separator: str = _setting("replication.policy.separator", _separator, ".")
+    internal_topic_separator_enabled: bool = _setting("replication.policy.internal.topic.separator.enabled", _bool,
+                                                      "true")
+    replication_factor: int = _setting("replication.factor", _RF, "2")
+    heartbeats_topic_replication_factor: int = _setting("heartbeats.topic.replication.factor", _RF, "3")
+    checkpoints_topic_replication_factor: int = _setting("checkpoints.topic.replication.factor", _RF, "3")
+    offset_syncs_topic_replication_factor: int = _setting("offset-syncs.topic.replication.factor", _RF, "3")
+    offset_lag_max: int = _setting("offset.lag.max", _at_least(0, maximum=_INT64_MAX), "100")
+    emit_heartbeats_enabled: bool = _setting("emit.heartbeats.enabled", _bool, "true")
+    emit_heartbeats_interval_seconds: int = _setting("emit.heartbeats.interval.seconds", _interval, "1")
+    emit_checkpoints_enabled: bool = _setting("emit.checkpoints.enabled", _bool, "true")
+    emit_checkpoints_interval_seconds: int = _setting("emit.checkpoints.interval.seconds", _interval, "60")
+    sync_group_offsets_enabled: bool = _setting("sync.group.offsets.enabled", _bool, "false")
+    sync_group_offsets_interval_seconds: int = _setting("sync.group.offsets.interval.seconds", _interval, "60")
+    refresh_topics_enabled: bool = _setting("refresh.topics.enabled", _bool, "true")
+    refresh_topics_interval_seconds: int = _setting("refresh.topics.interval.seconds", _interval, "600")
+    refresh_groups_enabled: bool = _setting("refresh.groups.enabled", _bool, "true")
+    refresh_groups_interval_seconds: int = _setting("refresh.groups.interval.seconds", _interval, "600")
+    sync_topic_configs_enabled: bool = _setting("sync.topic.configs.enabled", _bool, "true")
+    sync_topic_configs_interval_seconds: int = _setting("sync.topic.configs.interval.seconds", _interval, "600")
+    sync_topic_acls_enabled: bool = _setting("sync.topic.acls.enabled", _bool, "true")
+    sync_topic_acls_interval_seconds: int = _setting("sync.topic.acls.interval.seconds", _interval, "600")
+    emit_offset_syncs_enabled: bool = _setting("emit.offset-syncs.enabled", _bool, "true")
+    offset_syncs_topic_location: str = _setting("offset-syncs.topic.location", _choice("source", "target"),
+                                                "source")
+    tasks_max: int = _setting("tasks.max", _at_least(1, maximum=_INT32_MAX), "1")
+    heartbeats_replication_enabled: bool = _setting("heartbeats.replication.enabled", _bool, "true")
     exactly_once_support: str = "disabled"
     exactly_once_connector: str = "requested"
     props: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
@@ -417,6 +389,13 @@ class FlowConfig:
     @property
     def group_filter(self) -> GroupFilter:
         return GroupFilter(self.groups, self.groups_exclude)
+
+
+# FlowConfig field -> (MM2 key, parser, default), in field order; every default is MM2's.
+_FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
+    f.name: (f.metadata["key"], f.metadata["parse"], f.metadata["default"]) for f in fields(FlowConfig)
+    if "key" in f.metadata}
+FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
 
 
 @dataclass
