@@ -5,7 +5,7 @@
 #       replicate /etc/sparkmirror/mm2.properties --checkpoint-dir /var/lib/sparkmirror/checkpoints
 #
 # Spark needs a Java runtime; the pinned spark-sql-kafka-0-10 connector jars are fetched
-# from Maven Central at build time (replicator/devenv/artifacts.py) into the image's cache.
+# from Maven Central at build time (replicator/artifacts.py) into the image's cache.
 FROM python:3.12-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -24,7 +24,7 @@ COPY replicator ./replicator
 COPY monitor ./monitor
 COPY sparkmirror ./sparkmirror
 RUN pip install --no-cache-dir . \
- && python -c "from replicator.devenv import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
+ && python -c "from replicator import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
  && rm -rf /root/.m2
 
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/sparkmirror sparkmirror \

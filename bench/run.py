@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procstats import TreeSampler
 from bench.workloads import WORKLOADS
-from replicator.devenv import artifacts
+from replicator import artifacts
 from replicator.devenv.kafka import KafkaCluster, free_port
 from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
 

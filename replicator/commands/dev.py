@@ -63,7 +63,7 @@ def _status(args) -> int:
 
 
 def _fetch(args) -> int:
-    from replicator.devenv import artifacts
+    from replicator import artifacts
 
     artifacts.ensure_all()
     for s in artifacts.ALL_SETS:

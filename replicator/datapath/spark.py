@@ -12,8 +12,7 @@ import logging
 import os
 import sys
 
-from replicator import logsetup
-from replicator.devenv import artifacts
+from replicator import artifacts, logsetup
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 from replicator.devenv.kafka import KafkaCluster
 
 log = logging.getLogger(__name__)

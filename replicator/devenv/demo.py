@@ -19,7 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from replicator.devenv import artifacts, clusters
+from replicator import artifacts
+from replicator.devenv import clusters
 
 log = logging.getLogger("sparkmirror.demo")
 

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 from replicator.devenv.security import SaslSsl
 from replicator.errors import ClusterError
 

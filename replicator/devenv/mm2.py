@@ -13,7 +13,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 from replicator.model.offsets import OffsetSyncStore
 from tests.support.mm2_store import MM2OffsetSyncStore, data_path_syncs
 

@@ -28,7 +28,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.devenv import artifacts, mm2 as mm2_runner
+from replicator import artifacts
+from replicator.devenv import mm2 as mm2_runner
 from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce

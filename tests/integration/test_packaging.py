@@ -106,6 +106,6 @@ def test_installed_console_script_runs_outside_the_checkout(installed):
 def test_installed_package_caches_downloads_outside_site_packages(installed):
     """A wheel's package folder is site-packages: the jar cache goes to the user's cache dir."""
     where = _run(installed, "python", "-c",
-                 "from replicator.devenv.artifacts import cache_dir; print(cache_dir())")
+                 "from replicator.artifacts import cache_dir; print(cache_dir())")
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()) == installed["home"] / ".cache" / "sparkmirror"

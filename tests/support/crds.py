@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from replicator.devenv.artifacts import cache_dir
+from replicator.artifacts import cache_dir
 
 MODULE = "github.com/prometheus-operator/prometheus-operator"
 VERSION = "v0.85.0"

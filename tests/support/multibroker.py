@@ -21,7 +21,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 from replicator.devenv.kafka import KafkaCluster, free_port
 
 NODES = 3

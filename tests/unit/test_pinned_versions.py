@@ -7,7 +7,7 @@ import re
 import tomllib
 from importlib.metadata import version
 
-from replicator.devenv import artifacts
+from replicator import artifacts
 
 
 def _pinned(requirement: str) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from replicator import artifacts
 from replicator.datapath import jvmwriter
-from replicator.devenv import artifacts
 from replicator.model.offsets import OffsetSyncEmitter
 
 JVM_SUPPORT = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror"

@@ -4,6 +4,10 @@ Everything sparkmirror needs from Maven Central — the Kafka broker and tools, 
 MirrorMaker 2 (our reference peer) and Spark's Kafka connector — is fetched once by
 ``mvn`` into a git-ignored cache folder and reused from there. Versions are pinned
 here and nowhere else.
+
+The replicator needs the connector jars at run time (``replicator.datapath``), the
+dev clusters and the MM2 runner (``replicator.devenv``) need the Kafka jars: both
+import this module, and the run-time code never imports the dev tooling.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ SCALA_BINARY = "2.13"
 LOG4J_VERSION = "2.24.3"
 SLF4J_VERSION = "2.0.17"
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cache_dir() -> Path:
