@@ -64,9 +64,9 @@ def _run(args) -> int:
     spark_conf = _spark_conf(args.spark_conf)
     config = load_config(args.config)
     translate_clients(config)  # every client's settings: a bad one stops here, before Spark starts
-    from replicator.datapath.job import ReplicatorJob
+    from replicator.service import ReplicatorService
 
-    return ReplicatorJob(config, args.checkpoint_dir, master=args.master,
+    return ReplicatorService(config, args.checkpoint_dir, master=args.master,
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
                          metrics_listen=listen, spark_conf=spark_conf,
                          source_mode=args.source_mode, data_path=args.data_path).run()

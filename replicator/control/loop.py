@@ -1,13 +1,14 @@
-"""The one loop every control task of the replicator runs in: heartbeats, checkpoints,
-group offset sync, topic config and ACL sync.
+"""The one loop every driver-side task of the replicator runs in: heartbeats, checkpoints,
+group offset sync, topic config and ACL sync, and the data path's topic refresh and
+catch-up progress (replicator.service starts them all).
 
-``prepare()`` (make a topic, read a first state) is tried until it works or the job
+``prepare()`` (make a topic, read a first state) is tried until it works or the run
 stops, every ``PREPARE_RETRY_SECONDS``: a target that is down at start-up, or an ACL
 granted later, delays a task but never switches it off. The first failure is logged
 at error level, the repeats at debug (the same failure every ten seconds tells an
 operator nothing new), and the recovery once. Then ``step()`` runs once per
 ``interval``; a failed round is logged and the next one tries again, so a loop never
-takes the job down. ``close()`` runs when the loop ends, however it ends.
+takes the run down. ``close()`` runs when the loop ends, however it ends.
 """
 
 from __future__ import annotations
@@ -24,16 +25,21 @@ PREPARE_RETRY_SECONDS = 10.0
 
 
 def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=None,
-             ready: threading.Event | None = None, close=None, retry_seconds: float | None = None) -> None:
+             ready: threading.Event | None = None, close=None, retry_seconds: float | None = None,
+             wait_first: bool = False) -> None:
     """``prepare()`` until it works, then ``step()`` every ``interval`` seconds until ``stop``, then ``close()``.
 
     ``ready`` is set once ``prepare()`` worked (other loops may wait for it);
-    ``retry_seconds``: the wait between attempts of ``prepare()`` (``PREPARE_RETRY_SECONDS``).
+    ``retry_seconds``: the wait between attempts of ``prepare()`` (``PREPARE_RETRY_SECONDS``);
+    ``wait_first``: the first round comes one ``interval`` after the start, not at once (the
+    start-up already did one, e.g. the first topic refresh).
     """
     try:
         _prepare(name, stop, prepare, PREPARE_RETRY_SECONDS if retry_seconds is None else retry_seconds)
         if ready is not None:
-            ready.set()  # also when the job stopped first: nobody waits for a loop that will not run
+            ready.set()  # also when the run stopped first: nobody waits for a loop that will not run
+        if wait_first:
+            stop.wait(interval)
         _rounds(name, interval, step, stop)
     finally:
         if close is not None:
@@ -44,7 +50,7 @@ def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=No
 
 
 def _prepare(name: str, stop: threading.Event, prepare, retry_seconds: float) -> None:
-    """Returns once ``prepare()`` worked (or there is none), or the job stopped."""
+    """Returns once ``prepare()`` worked (or there is none), or the run stopped."""
     failures = 0
     while prepare is not None and not stop.is_set():
         try:

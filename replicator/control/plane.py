@@ -1,17 +1,17 @@
-"""The control-plane loops of one flow, started by the replicator job.
+"""The control-plane loops of one flow, started by replicator.service.
 
 ``start_control_loops`` is the one place that decides which loops run for a
 flow and on which MM2 interval: checkpoints (``emit.checkpoints.*``; none
 without offset-syncs, as in MM2), group
 offset sync (``sync.group.offsets.*``, fed by the checkpoint loop), topic config
 sync (``sync.topic.configs.*``) and topic ACL sync (``sync.topic.acls.*``).
-Heartbeats and topic/partition refresh are started by the job itself
+Heartbeats and topic/partition refresh are started by replicator.service
 (replicator.control.heartbeats, FlowReplicator.refresh_topics).
 
 Each loop runs on a daemon thread of the driver, in ``replicator.control.loop.run_loop``
-(the heartbeats' loop too): it prepares (retrying until it succeeds or the job
+(the heartbeats' loop too): it prepares (retrying until it succeeds or the run
 stops), then runs one round per interval. A failed round is logged and the next one
-tries again; a loop never takes the job down.
+tries again; a loop never takes the run down.
 """
 
 from __future__ import annotations

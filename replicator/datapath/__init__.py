@@ -12,5 +12,6 @@
   through ``eos_writer.py``): the rows reach the Python writer through Arrow.
 
 Every path writes MM2's offset-syncs from the delivery reports; ``flow.py`` runs one
-flow's query, ``job.py`` all of them.
+flow's query, ``app.py`` the Spark session all of them share; ``replicator.service``
+starts and stops them.
 """

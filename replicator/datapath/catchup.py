@@ -178,35 +178,43 @@ def source_end_offsets(admin, assignment: dict[str, int]) -> dict[tuple[str, int
     return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
 
-def run(fr, stop, interval: float = 1.0, log_every: float = 10.0, stream=None) -> None:
-    """The progress loop of FlowReplicator ``fr`` until ``stop`` is set (a driver thread)."""
-    stream = stream or sys.stderr
-    live = logsetup.current_format() == "text" and hasattr(stream, "isatty") and stream.isatty()
-    tracker = CatchUpTracker()
-    logged_at = 0.0
-    while not stop.wait(interval):
+class CatchUpReport:
+    """The catch-up progress of FlowReplicator ``fr``: ``step()`` takes one look (the service
+    runs it every second on a driver thread)."""
+
+    def __init__(self, fr, log_every: float = 10.0, stream=None) -> None:
+        self.fr = fr
+        self.log_every = log_every
+        self.stream = stream or sys.stderr
+        self.live = (logsetup.current_format() == "text" and hasattr(self.stream, "isatty")
+                     and self.stream.isatty())
+        self.tracker = CatchUpTracker()
+        self.logged_at = 0.0
+
+    def step(self) -> None:
+        fr, stream, tracker = self.fr, self.stream, self.tracker
         committed = fr.copied_offsets() if hasattr(fr, "copied_offsets") else committed_offsets(fr.query)
         if committed is None or not fr.assignment:
-            continue
+            return
         try:
             ends = source_end_offsets(fr.source_admin, dict(fr.assignment))
         except Exception as exc:  # the flow's own supervision reports an unreachable cluster
             log.debug("flow %s: progress: %s", fr.name, exc)
-            continue
+            return
         now = time.monotonic()
         est = tracker.update(now, ends, committed, fr.stats.records, fr.stats.bytes)
         metrics().catchup(fr.name, est.backlog, est.eta)
         caught_up = est.backlog < tracker.caught_up_below()
         if tracker.active and not caught_up:
-            if live:
+            if self.live:
                 stream.write("\r\x1b[2K" + est.line(fr.name))
                 stream.flush()
-            elif now - logged_at >= log_every:
+            elif now - self.logged_at >= self.log_every:
                 log.info("%s", est.line(fr.name))
-                logged_at = now
+                self.logged_at = now
         elif tracker.active:
             took = tracker.finish(now)
-            if live:
+            if self.live:
                 stream.write("\r\x1b[2K")
             log.info("flow %s caught up: %s records in %s (%s records/s)", fr.name, f"{est.done:,}",
                      _duration(took), f"{est.done / took:,.0f}" if took else "-")

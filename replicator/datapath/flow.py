@@ -138,7 +138,7 @@ class FlowReplicator:
         self.stopping = False
         self._closed = False  # close() was called: never start the query again
         self._lock = threading.Lock()
-        # Starting, stopping and restarting the query: the supervisor (job's main loop)
+        # Starting, stopping and restarting the query: the supervisor (the service's main loop)
         # and the topic refresh thread both do it.
         self._query_lock = threading.RLock()
         self._restart_at: float | None = None
@@ -489,7 +489,7 @@ class FlowReplicator:
                 self._counters.reset()
 
     def close(self) -> None:
-        """Stop the query for good (the job is stopping): a topic refresh or the supervisor that
+        """Stop the query for good (the run is stopping): a topic refresh or the supervisor that
         comes after this starts nothing again."""
         with self._query_lock:
             self._closed = True
@@ -504,14 +504,14 @@ class FlowReplicator:
             self._restart_at = None
 
     def check_query(self) -> None:
-        """Supervise the query (called every half second by the job).
+        """Supervise the query (called every half second by the service).
 
         A query that failed for a reason a replay can fix (a broker down, a deleted
         topic, a lost Spark task) is restarted from its checkpoint after a backoff,
         once the topic refresh succeeds again (it re-creates a deleted mirror topic
         and drops a deleted source topic); the failed batch was never committed, so
         it is copied again: duplicates, never loss. A permanent write error (a
-        record the target rejects) raises a SparkmirrorError and stops the job.
+        record the target rejects) raises a SparkmirrorError and stops the run.
         """
         with self._query_lock:
             if self._restart_at is not None:

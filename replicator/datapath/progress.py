@@ -63,7 +63,7 @@ def _server_class(host: str, port: int, live):
 class ReplicatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        #: Set by ``sparkmirror replicate --web-config-file`` before the job starts serving.
+        #: Set by ``sparkmirror replicate --web-config-file`` before the service starts serving.
         self.web_config = None
         self.server = None
         r = self.registry

@@ -3,7 +3,7 @@
 README's section "Where sparkmirror differs from MM2" lists every deliberate
 difference; ``mm2_differences(config)`` returns, one sentence each, those that
 apply to the enabled flows of a configuration, and ``sparkmirror replicate``
-logs them as warnings at start-up (replicator.datapath.job). Keep the README
+logs them as warnings at start-up (replicator.service). Keep the README
 list and this module in step.
 """
 

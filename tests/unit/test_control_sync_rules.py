@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ConfigEntry, ConfigSource,
                                    ResourcePatternType, ResourceType)
@@ -158,3 +159,25 @@ def test_loop_retries_prepare_survives_failing_rounds_and_closes():
 
     run_loop("test", 0.01, step, stop, prepare, close=lambda: calls.__setitem__("close", 1), retry_seconds=0.01)
     assert calls == {"prepare": 2, "step": 3, "close": 1}
+
+
+def test_loop_that_waits_first_runs_its_first_round_one_interval_after_the_start():
+    """The topic refresh and the catch-up progress loops: the start-up already did the first round."""
+    stop = threading.Event()
+    started = time.monotonic()
+    rounds: list[float] = []
+
+    def step():
+        rounds.append(time.monotonic() - started)
+        stop.set()
+
+    run_loop("test", 0.3, step, stop, wait_first=True)
+    assert len(rounds) == 1 and rounds[0] >= 0.3
+
+
+def test_loop_that_waits_first_runs_no_round_when_stopped_during_the_wait():
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+    rounds = []
+    run_loop("test", 5.0, lambda: rounds.append(1), stop, wait_first=True)
+    assert rounds == []
