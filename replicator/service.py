@@ -44,11 +44,14 @@ from pathlib import Path
 from replicator import logsetup
 from replicator.control.heartbeats import HeartbeatEmitter
 from replicator.control.loop import run_loop
+from replicator.control.offsetsyncs_reader import spark_starting_offsets
 from replicator.control.plane import start_control_loops
+from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import catchup
 from replicator.datapath.app import SparkApp
 from replicator.datapath.flow import FlowReplicator
 from replicator.errors import ConfigError, SparkmirrorError
+from replicator.kafkaclients import admin
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -87,7 +90,7 @@ class ReplicatorService:
                               hint="add a line like 'A->B.enabled = true'")
         self._log_start_up_warnings()
         self._install_signal_handlers()
-        from replicator.datapath.progress import metrics
+        from replicator.metrics import metrics
 
         metrics().serve(self.metrics_listen)
         try:
@@ -135,11 +138,24 @@ class ReplicatorService:
         return emitters
 
     def _prepare_flow(self, flow) -> FlowReplicator:
+        source_admin, target_admin = admin(self.config, flow.source, flow), admin(self.config, flow.target, flow)
         fr = FlowReplicator(self.config, flow, None, self.checkpoint_dir, self.max_records_per_batch,
-                            source_mode=self.source_mode, data_path=self.data_path)
-        fr.ensure_internal_topics()
+                            source_mode=self.source_mode, data_path=self.data_path,
+                            source_admin=source_admin, target_admin=target_admin,
+                            topics=TopicSync(flow, source_admin, target_admin),
+                            starting_offsets=partial(spark_starting_offsets, self.config, flow))
+        self._ensure_offset_syncs_topic(fr)
         fr.refresh_topics()
         return fr
+
+    @staticmethod
+    def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
+        if fr.emitter is None:
+            log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
+                     "written", fr.name, fr.syncs_topic, fr.syncs_cluster)
+            return
+        adm = fr.source_admin if fr.syncs_cluster == fr.flow.source else fr.target_admin
+        ensure_internal_topic(adm, fr.syncs_cluster, fr.syncs_topic, fr.flow.offset_syncs_topic_replication_factor)
 
     def _start_flow(self, fr: FlowReplicator) -> None:
         fr.start_query()
@@ -150,7 +166,8 @@ class ReplicatorService:
         report = catchup.CatchUpReport(fr)
         self._spawn(f"progress {fr.name}", run_loop, f"progress {fr.name}", PROGRESS_EVERY_S, report.step,
                     self.stop_event, wait_first=True)
-        start_control_loops(self.config, fr, self.stop_event, self._spawn)
+        start_control_loops(self.config, fr.flow, fr.source_admin, fr.target_admin, lambda: dict(fr.assignment),
+                            self.stop_event, self._spawn)
 
     def _refresh_topics(self, fr: FlowReplicator, interval: float) -> None:
         """One topic refresh: new or grown topics are mirrored, then the query restarts on them."""

@@ -57,7 +57,7 @@ def _run(args) -> int:
 
     listen = parse_listen(args.metrics_listen, "--metrics-listen", METRICS_LISTEN, can_be_off=True)
     if args.web_config_file is not None:
-        from replicator.datapath.progress import metrics
+        from replicator.metrics import metrics
         from sparkmirror.webconfig import load_web_config
 
         metrics().web_config = load_web_config(args.web_config_file)  # refused here, before Spark starts

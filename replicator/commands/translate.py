@@ -51,7 +51,7 @@ def _table(rows: list[list[str]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from replicator.control.checkpoints import read_checkpoints
-    from replicator.control.clients import admin
+    from replicator.kafkaclients import admin
     from replicator.control.groups import commit_checkpoints
     from replicator.configfile import load_config
 

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from replicator.control.clients import admin, producer
+from replicator.kafkaclients import admin, producer
 from replicator.control.offsetsyncs_reader import InternalTopicReader, OffsetSyncsReader
 from replicator.control.topics import ensure_internal_topic
 from replicator.errors import ClusterError, RecordFormatError

@@ -80,22 +80,25 @@ def _describe(admin_client, cluster: str, topics: list[str]) -> dict[str, dict]:
 
 
 class TopicConfigSync:
-    """Periodic config sync of a flow's mirror topics (``fr`` is the FlowReplicator)."""
+    """Periodic config sync of ``flow``'s mirror topics; ``assignment()``: the source topics the
+    data path copies now (their partition counts)."""
 
-    def __init__(self, fr) -> None:
-        self.fr = fr
-        self.flow = fr.flow
+    def __init__(self, flow, source_admin, target_admin, assignment) -> None:
+        self.flow = flow
+        self.source_admin = source_admin
+        self.target_admin = target_admin
+        self.assignment = assignment
         self.interval = float(self.flow.sync_topic_configs_interval_seconds)
         self.changes_total = 0
 
     def sync_once(self) -> list[ConfigChange]:
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-        flow, policy = self.flow, self.fr.policy
-        sources = sorted(self.fr.assignment)
+        flow, policy = self.flow, self.flow.policy
+        sources = sorted(self.assignment())
         pairs = {t: policy.format_remote_topic(flow.source, t) for t in sources}
-        source_cfg = _describe(self.fr.source_admin, flow.source, sources)
-        target_cfg = _describe(self.fr.target_admin, flow.target, list(pairs.values()))
+        source_cfg = _describe(self.source_admin, flow.source, sources)
+        target_cfg = _describe(self.target_admin, flow.target, list(pairs.values()))
         by_topic: dict[str, list[ConfigChange]] = {}
         for src, dst in pairs.items():
             if src in source_cfg and dst in target_cfg:
@@ -112,7 +115,7 @@ class TopicConfigSync:
                 for c in changes])
             resources.append(res)
         done: list[ConfigChange] = []
-        for res, fut in self.fr.target_admin.incremental_alter_configs(resources, request_timeout=30).items():
+        for res, fut in self.target_admin.incremental_alter_configs(resources, request_timeout=30).items():
             try:
                 fut.result(60)
             except Exception as exc:
@@ -174,11 +177,12 @@ class NoAuthorizer(Exception):
 
 
 class AclSync:
-    """Periodic topic ACL sync of a flow (``fr`` is the FlowReplicator)."""
+    """Periodic topic ACL sync of ``flow``."""
 
-    def __init__(self, fr) -> None:
-        self.fr = fr
-        self.flow = fr.flow
+    def __init__(self, flow, source_admin, target_admin) -> None:
+        self.flow = flow
+        self.source_admin = source_admin
+        self.target_admin = target_admin
         self.interval = float(self.flow.sync_topic_acls_interval_seconds)
         self.disabled = False
         self.created_total = 0
@@ -188,13 +192,13 @@ class AclSync:
             return []
         flow = self.flow
         try:
-            source = describe_topic_acls(self.fr.source_admin, flow.source)
-            wanted = target_acl_bindings(source, self.fr.policy, self.fr.topics.topic_filter, flow.source,
+            source = describe_topic_acls(self.source_admin, flow.source)
+            wanted = target_acl_bindings(source, flow.policy, flow.topic_filter, flow.source,
                                          flow.target,
                                          heartbeats_replication_enabled=flow.heartbeats_replication_enabled)
             if not wanted:
                 return []
-            existing = {_acl_key(b) for b in describe_topic_acls(self.fr.target_admin, flow.target)}
+            existing = {_acl_key(b) for b in describe_topic_acls(self.target_admin, flow.target)}
         except NoAuthorizer:
             self.disabled = True
             log.info("ACL sync %s: %s or %s has no authorizer configured, so no topic ACLs are synced",
@@ -204,7 +208,7 @@ class AclSync:
         if not missing:
             return []
         created = []
-        for binding, fut in self.fr.target_admin.create_acls(missing, request_timeout=30).items():
+        for binding, fut in self.target_admin.create_acls(missing, request_timeout=30).items():
             try:
                 fut.result(60)
             except Exception as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from replicator.control.clients import admin
+from replicator.kafkaclients import admin
 from replicator.errors import ClusterError
 from replicator.model.records import Checkpoint
 

@@ -14,10 +14,10 @@ import logging
 import threading
 import time
 
-from replicator.control.clients import admin, producer
+from replicator.kafkaclients import admin, producer
 from replicator.control.loop import run_loop
 from replicator.control.topics import ensure_internal_topic
-from replicator.datapath.progress import metrics
+from replicator.metrics import metrics
 from replicator.model.records import Heartbeat
 
 log = logging.getLogger("sparkmirror.heartbeats")

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from replicator.control.clients import client_conf
+from replicator.kafkaclients import client_conf, watermarks
 from replicator.errors import ClusterError, RecordFormatError
 from replicator.model.offsets import OffsetSyncStore
 from replicator.model.records import OffsetSync
@@ -218,25 +218,6 @@ class OffsetSyncsReader:
 
     def close(self) -> None:
         self._reader.close()
-
-
-def watermarks(config, cluster: str, flow, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) watermark of each partition on ``cluster``; a partition that does not answer is left out."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    conf = client_conf(config, cluster, "consumer", flow)
-    conf.update({"group.id": f"sparkmirror-watermarks-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
-    consumer = Consumer(conf)
-    out: dict[tuple[str, int], tuple[int, int]] = {}
-    try:
-        for topic, p in partitions:
-            try:
-                out[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            except Exception as exc:
-                log.debug("watermarks of %s[%d] on %s: %s", topic, p, cluster, exc)
-    finally:
-        consumer.close()
-    return out
 
 
 def resume_offsets(latest: dict[tuple[str, int], OffsetSync], assignment: dict[str, int],

@@ -6,7 +6,7 @@ without offset-syncs, as in MM2), group
 offset sync (``sync.group.offsets.*``, fed by the checkpoint loop), topic config
 sync (``sync.topic.configs.*``) and topic ACL sync (``sync.topic.acls.*``).
 Heartbeats and topic/partition refresh are started by replicator.service
-(replicator.control.heartbeats, FlowReplicator.refresh_topics).
+(replicator.control.heartbeats, replicator.control.topics.TopicSync).
 
 Each loop runs on a daemon thread of the driver, in ``replicator.control.loop.run_loop``
 (the heartbeats' loop too): it prepares (retrying until it succeeds or the run
@@ -44,42 +44,45 @@ def _wait_for(ready: threading.Event, stop: threading.Event) -> None:
         pass
 
 
-def start_control_loops(config, fr, stop: threading.Event, spawn) -> ControlPlane:
-    """Start the enabled control loops of FlowReplicator ``fr``; ``spawn(name, target, *args)`` runs a thread."""
-    flow = fr.flow
-    plane = ControlPlane(fr.name)
+def start_control_loops(config, flow, source_admin, target_admin, assignment, stop: threading.Event,
+                        spawn) -> ControlPlane:
+    """Start the enabled control loops of ``flow`` (a FlowConfig); ``assignment()``: the source
+    topics the data path copies now, with their partition counts; ``spawn(name, target, *args)``
+    runs a thread."""
+    name = flow.name
+    plane = ControlPlane(name)
     checkpoints_interval = flow.interval_seconds("emit.checkpoints")
     if checkpoints_interval and not flow.emit_offset_syncs_enabled:
         # Checkpoints are translated through the offset-syncs; MM2 refuses its checkpoint connector without them.
         log.warning("flow %s: emit.offset-syncs.enabled = false, so no checkpoints are emitted and no consumer-group "
-                    "offsets are synced (MM2 refuses its MirrorCheckpointConnector without offset-syncs)", fr.name)
+                    "offsets are synced (MM2 refuses its MirrorCheckpointConnector without offset-syncs)", name)
     elif checkpoints_interval:
-        emitter = CheckpointEmitter(config, flow, source_admin=fr.source_admin, target_admin=fr.target_admin)
+        emitter = CheckpointEmitter(config, flow, source_admin=source_admin, target_admin=target_admin)
         plane.checkpoints = emitter
         ready = threading.Event()
-        spawn(f"checkpoints {fr.name}", run_loop, f"checkpoints {fr.name}", float(checkpoints_interval),
+        spawn(f"checkpoints {name}", run_loop, f"checkpoints {name}", float(checkpoints_interval),
               emitter.emit_once, stop, emitter.prepare, ready, emitter.close)
         plane.loops.append(f"checkpoints every {checkpoints_interval} s")
         sync_interval = flow.interval_seconds("sync.group.offsets")
         if sync_interval:
-            plane.group_sync = GroupOffsetSync(config, flow, emitter, target_admin=fr.target_admin)
-            spawn(f"group offset sync {fr.name}", run_loop, f"group offset sync {fr.name}", float(sync_interval),
+            plane.group_sync = GroupOffsetSync(config, flow, emitter, target_admin=target_admin)
+            spawn(f"group offset sync {name}", run_loop, f"group offset sync {name}", float(sync_interval),
                   plane.group_sync.sync_once, stop, lambda: _wait_for(ready, stop))
             plane.loops.append(f"group offset sync every {sync_interval} s")
     elif flow.sync_group_offsets_enabled:
         log.warning("flow %s: sync.group.offsets.enabled needs emit.checkpoints.enabled (the synced offsets are the "
-                    "checkpoints), so consumer-group offsets are not synced", fr.name)
+                    "checkpoints), so consumer-group offsets are not synced", name)
     configs_interval = flow.interval_seconds("sync.topic.configs")
     if configs_interval:
-        plane.config_sync = TopicConfigSync(fr)
-        spawn(f"config sync {fr.name}", run_loop, f"config sync {fr.name}", float(configs_interval),
+        plane.config_sync = TopicConfigSync(flow, source_admin, target_admin, assignment)
+        spawn(f"config sync {name}", run_loop, f"config sync {name}", float(configs_interval),
               plane.config_sync.sync_once, stop)
         plane.loops.append(f"topic config sync every {configs_interval} s")
     acls_interval = flow.interval_seconds("sync.topic.acls")
     if acls_interval:
-        plane.acl_sync = AclSync(fr)
-        spawn(f"acl sync {fr.name}", run_loop, f"acl sync {fr.name}", float(acls_interval),
+        plane.acl_sync = AclSync(flow, source_admin, target_admin)
+        spawn(f"acl sync {name}", run_loop, f"acl sync {name}", float(acls_interval),
               plane.acl_sync.sync_once, stop)
         plane.loops.append(f"topic ACL sync every {acls_interval} s")
-    log.info("control plane %s: %s", fr.name, ", ".join(plane.loops) or "no loops enabled")
+    log.info("control plane %s: %s", name, ", ".join(plane.loops) or "no loops enabled")
     return plane

@@ -45,7 +45,7 @@ def list_topics(admin, cluster: str, timeout: float = 30.0):
     refuses the credentials: that one is told at once, not after the whole timeout)."""
     import time
 
-    from replicator.control.clients import forget_error, last_error
+    from replicator.kafkaclients import forget_error, last_error
 
     deadline = time.monotonic() + timeout
     while True:

@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from replicator import logsetup
-from replicator.datapath.progress import metrics
+from replicator.metrics import metrics
 
 log = logging.getLogger("sparkmirror.replicate")
 

@@ -31,15 +31,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from replicator.control.clients import admin, client_conf, producer
-from replicator.control.offsetsyncs_reader import spark_starting_offsets, watermarks
-from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.isr import short_of_replicas
-from replicator.datapath.progress import metrics
+from replicator.metrics import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from replicator.errors import ClusterError, SparkmirrorError
+from replicator.kafkaclients import admin, client_conf, producer, watermarks
 from replicator.model.offsets import OffsetSyncEmitter
 
 log = logging.getLogger("sparkmirror.replicate")
@@ -102,8 +100,15 @@ class FlowStats:
 
 
 class FlowReplicator:
+    """One flow's streaming query, given by the service: the flow's FlowConfig, its clusters'
+    admin clients, ``topics`` (discover(), plan(), ensure(): the mirror topics, see
+    replicator.control.topics.TopicSync) and ``starting_offsets(assignment, checkpoint_dir)``
+    (the Spark ``startingOffsets`` of a query without a checkpoint: where MM2 or an earlier run
+    left off). It reports its figures to replicator.metrics."""
+
     def __init__(self, config, flow, spark, checkpoint_root: Path, max_records_per_batch: int | None = None,
-                 source_mode: str = "direct", data_path: str = "auto"):
+                 source_mode: str = "direct", data_path: str = "auto", *, source_admin, target_admin, topics,
+                 starting_offsets):
         self.config = config
         self.data_path = data_path  # --data-path: auto, real-time or micro-batch
         #: The path the query runs on (realtime.Choice), decided by choose_path before it starts.
@@ -121,9 +126,10 @@ class FlowReplicator:
         self.spark = spark
         self.checkpoint_dir = Path(checkpoint_root) / f"{flow.source}-to-{flow.target}"
         self.max_records_per_batch = max_records_per_batch
-        self.source_admin = admin(config, flow.source, flow)
-        self.target_admin = admin(config, flow.target, flow)
-        self.topics = TopicSync(flow, self.source_admin, self.target_admin)
+        self.source_admin = source_admin
+        self.target_admin = target_admin
+        self.topics = topics
+        self._resume_offsets = starting_offsets
         self.policy = flow.policy
         self.syncs_cluster, self.syncs_topic = flow.offset_syncs_location
         # emit.offset-syncs.enabled = false (KIP-1031): as in MM2, the offset-syncs topic is neither
@@ -240,15 +246,6 @@ class FlowReplicator:
                                 self.policy.format_remote_topic(self.flow.source, t), self.flow.target)
                 self.assignment = discovered
         return changed
-
-    def ensure_internal_topics(self) -> None:
-        if self.emitter is None:
-            log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
-                     "written", self.name, self.syncs_topic, self.syncs_cluster)
-            return
-        adm = self.source_admin if self.syncs_cluster == self.flow.source else self.target_admin
-        ensure_internal_topic(adm, self.syncs_cluster, self.syncs_topic,
-                                          self.flow.offset_syncs_topic_replication_factor)
 
     # -- the streaming query -----------------------------------------------------------
     def _spark_source_options(self) -> dict[str, str]:
@@ -381,7 +378,7 @@ class FlowReplicator:
     def _starting_offsets(self, ckpt: Path) -> str:
         if self._handover_start:
             return realtime.starting_offsets_json(self._handover_start, self.assignment)
-        return spark_starting_offsets(self.config, self.flow, self.assignment, ckpt)
+        return self._resume_offsets(self.assignment, ckpt)
 
     def _direct_source(self, wspec: WriterSpec):
         from replicator.datapath.source import SourceSpec, make_source_class

@@ -149,7 +149,7 @@ def rotate(tmp_path, name: str):
 
 
 def test_replicator_metrics_endpoint_takes_the_same_web_config(tmp_path):
-    from replicator.datapath.progress import ReplicatorMetrics
+    from replicator.metrics import ReplicatorMetrics
 
     make_pki(tmp_path / "pki")
     password = "replicator-Pw-77"
@@ -194,7 +194,7 @@ def test_replicator_metrics_endpoint_takes_the_same_web_config(tmp_path):
 
 
 def test_client_certificates_are_required_when_configured(tmp_path):
-    from replicator.datapath.progress import ReplicatorMetrics
+    from replicator.metrics import ReplicatorMetrics
 
     pki = make_pki(tmp_path / "pki")
     web = tmp_path / "web.yml"

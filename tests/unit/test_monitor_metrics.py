@@ -57,7 +57,7 @@ def test_the_replicators_loss_counter_is_exported_at_0_from_the_flows_start():
     """A series born above 0 is no increase to Prometheus: the first loss must find it at 0."""
     from prometheus_client import generate_latest
 
-    from replicator.datapath.progress import ReplicatorMetrics
+    from replicator.metrics import ReplicatorMetrics
 
     metrics = ReplicatorMetrics()
     metrics.started("primary->dr", 12)

@@ -1,8 +1,12 @@
-"""confluent-kafka clients for one cluster of a flow, built from mm2.properties."""
+"""confluent-kafka clients for one cluster of a flow, built from mm2.properties.
+
+The data path and the control plane both make their clients here.
+"""
 
 from __future__ import annotations
 
 import logging
+import uuid
 
 from replicator.logsetup import LibrdkafkaLog
 from replicator.model.clients import librdkafka_config
@@ -60,3 +64,22 @@ def producer(config: MM2Config, alias: str, flow: FlowConfig | None = None, **ex
     from confluent_kafka import Producer
 
     return Producer(client_conf(config, alias, "producer", flow, **extra))
+
+
+def watermarks(config, cluster: str, flow, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermark of each partition on ``cluster``; a partition that does not answer is left out."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    conf = client_conf(config, cluster, "consumer", flow)
+    conf.update({"group.id": f"sparkmirror-watermarks-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
+    consumer = Consumer(conf)
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        for topic, p in partitions:
+            try:
+                out[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            except Exception as exc:
+                log.debug("watermarks of %s[%d] on %s: %s", topic, p, cluster, exc)
+    finally:
+        consumer.close()
+    return out

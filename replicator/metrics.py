@@ -1,4 +1,7 @@
-"""The replicator's own figures, served on the driver for Prometheus and the monitor.
+"""The replicator's /metrics: its own figures, served on the driver for Prometheus and the monitor.
+
+The data path (batches, records, catch-up) and the control plane (heartbeats sent) both
+report into the one process-wide ``metrics()``; replicator.service starts serving it.
 
 Per flow: batches, records, bytes, offset-syncs written, the duration of each
 batch and the newest source-to-target latency. Names come from sparkmirror.metrics,
@@ -144,7 +147,7 @@ class ReplicatorMetrics:
         self.records_lost.labels(flow).inc(records)
 
 
-#: The process-wide instance; flows and heartbeat emitters report into it.
+#: The process-wide instance; flows, the catch-up report and heartbeat emitters report into it.
 METRICS: ReplicatorMetrics | None = None
 
 
