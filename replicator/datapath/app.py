@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -71,8 +72,7 @@ class SparkApp:
                                             f"--jars {jvmwriter.jar_path()})")
                 for fr in self.flows:
                     fr.choose_path(self._writer_unavailable)
-        slots = self.spark.sparkContext.defaultParallelism
-        self._slots = slots
+        self._slots = registered_slots(self.spark)
         copy_tasks = cores if master is not None and master != (self.master or DEFAULT_LOCAL_MASTER) else None
         for fr in self.flows:
             fr.spark = self.spark
@@ -116,3 +116,35 @@ class SparkApp:
                 self.spark.stop()
         except Exception:
             pass
+
+
+def registered_slots(spark, settle: float = 3.0, wait: float = 30.0) -> int:
+    """The task slots the application has: its cores.
+
+    Locally they exist with the session. On a cluster (standalone, YARN, Kubernetes) the
+    executors register after the application starts, one by one: their cores are counted
+    once at least one executor is there and the count has held still for ``settle``
+    seconds (at most ``wait``, Spark's own spark.scheduler.maxRegisteredResourcesWaitingTime
+    default), so the real-time path is not refused for want of executors still starting.
+    """
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return sc.defaultParallelism
+
+    def executors() -> int:
+        try:
+            return sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # the driver's block manager is listed too
+        except Exception:
+            return 1
+
+    started = time.monotonic()
+    slots, since = sc.defaultParallelism, started
+    while time.monotonic() - started < wait:
+        time.sleep(0.5)
+        now = sc.defaultParallelism
+        if now != slots:
+            slots, since = now, time.monotonic()
+        elif executors() > 0 and time.monotonic() - since >= settle:
+            break
+    log.info("Spark application on %s: %d task slots (%d executors registered)", sc.master, slots, executors())
+    return slots

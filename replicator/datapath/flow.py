@@ -177,7 +177,8 @@ class FlowReplicator:
                                       partitions=self.partitions, writer_unavailable=writer_unavailable)
         if choice.path == realtime.REAL_TIME and slots_free is not None and self.partitions > slots_free:
             choice = realtime.Choice(realtime.MICRO_BATCH, f"{self.partitions} partitions need as many task slots "
-                                     f"and {slots_free} are free (raise the master's slots, e.g. local[N])")
+                                     f"and {slots_free} are free (give the application more cores: local[N], or "
+                                     "more executors or spark.cores.max on a cluster)")
         self.realtime_eligible = choice.path == realtime.REAL_TIME
         self.catching_up_first = False
         if choice.path == realtime.REAL_TIME and self.data_path == "auto":

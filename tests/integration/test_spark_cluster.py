@@ -86,6 +86,9 @@ def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(ka
         for s in topic_syncs:
             assert _identity(source[s.upstream_offset]) == _identity(by_offset[s.downstream_offset]), s
             checked += 1
+    # the default path: the application waited for its executors' cores (2 x 2) and runs real time
+    assert "4 task slots (2 executors registered)" in log, log[-3000:]
+    assert "in real time (one task per partition" in log, log[-3000:]
     # the executors ran under both Workers, in processes other than the driver
     tasks = spark_cluster.tasks_per_worker()
     assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}\n{log[-3000:]}"
