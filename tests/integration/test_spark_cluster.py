@@ -10,7 +10,9 @@ same record on both sides, and the work spread over both Workers.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -279,3 +281,90 @@ def test_three_clusters_three_flows_in_one_application(kafka_clusters, third_clu
 
     on_a_now = AdminClient({"bootstrap.servers": a}).list_topics(timeout=10).topics
     assert f"b.a.{on_a}" not in on_a_now and not any(t.startswith("b.a.") for t in on_a_now)
+
+
+@pytest.fixture(scope="module")
+def executor_python(tmp_path_factory):
+    """The executors' Python: its own environment at a path every host has (here: one host),
+    with sparkmirror installed from the checkout as a package (not the driver's editable
+    install) and the two libraries its copy tasks import; pyspark itself comes from Spark."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+    from pathlib import Path
+
+    env = tmp_path_factory.mktemp("executor-env") / "venv"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(root)], check=True, cwd=tmp_path_factory.getbasetemp())
+    subprocess.run([*pip, f"confluent-kafka=={version('confluent-kafka')}", f"pyarrow=={version('pyarrow')}"],
+                   check=True)
+    return env / "bin" / "python"
+
+
+def test_the_documented_spark_submit_recipe_runs_on_the_cluster(kafka_clusters, spark_cluster, executor_python,
+                                                                unique, tmp_path):
+    """``spark-submit`` as README says: the connector and writer jars with --jars, the executors'
+    Python given by spark.pyspark.python (an environment of their own), the driver's by
+    spark.pyspark.driver.python. Records arrive exactly, and the executors ran the copy."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from replicator import artifacts
+    from replicator.datapath import jvmwriter
+    from tests.support.spark_cluster import spark_home
+
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"submit-{unique}"
+    create_topic(primary, topic, 2)
+    produce(primary, topic, _records(0, 0, 2_000, int(time.time() * 1000) - 60_000))
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
+    jars = [*artifacts.ensure(artifacts.SPARK_KAFKA).jars(), jvmwriter.ensure_jar()]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["SPARK_HOME"] = str(spark_home())
+    cli = os.path.join(os.path.dirname(artifacts.__file__), "cli.py")
+    log_file = tmp_path / "spark-submit.log"
+    proc = subprocess.Popen(
+        [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.url,
+         "--jars", ",".join(str(j) for j in jars),
+         "--conf", f"spark.pyspark.python={executor_python}",
+         "--conf", f"spark.pyspark.driver.python={sys.executable}",
+         # micro-batches: their copy runs in the executors' Python workers (real time copies in the JVM)
+         cli, "replicate", str(config), "--checkpoint-dir", str(tmp_path / "ckpt"), "--metrics-listen", "127.0.0.1:0",
+         "--data-path", "micro-batch"],
+        env=env, cwd=tmp_path, stdout=open(log_file, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        got = _wait_for(dr, f"primary.{topic}", 2_000)
+        log = log_file.read_text(errors="replace")
+        assert proc.poll() is None, log[-3000:]
+        pythons = _python_workers(spark_cluster.root)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert [_identity(m) for m in got] == [_identity(m) for m in consume_all(primary, topic)], log[-3000:]
+    tasks = spark_cluster.tasks_per_worker()
+    assert sum(tasks) > 0, f"no task ran on the cluster: {tasks}"
+    # the executors' Python workers run the executor environment's interpreter, not the driver's
+    assert pythons and all(exe == str(executor_python) for exe in pythons), pythons
+
+
+def _python_workers(under: Path) -> list[str]:
+    """The interpreter (argv[0]) of every running PySpark worker daemon started by an executor
+    of the cluster (its working directory is the executor's, in a Worker's work dir)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if b"pyspark.daemon" in argv and cwd.startswith(str(under)):
+            found.append(argv[0].decode())
+    return found
