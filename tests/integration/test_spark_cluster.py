@@ -5,7 +5,9 @@ ports (tests/support/spark_cluster.py); the replicator is the driver, started wi
 ``--master spark://...``, so the executors and their Python workers run in other processes
 than the driver, under the Workers. The checks are the data path's: every record identical
 on the target (key, value, headers, timestamp) and in order, each offset-sync pairing the
-same record on both sides, and the work spread over both Workers.
+same record on both sides, and the work spread over both Workers. The module has its own
+pair of Kafka clusters: on the session's, every other test's heartbeats topics would be
+replicated too, and their partitions would need real-time task slots of their own.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def _wait_for(bootstrap: str, topic: str, expected: int, timeout: float = 180.0)
     return got
 
 
-def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(kafka_clusters, spark_cluster,
+def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(private_kafka_clusters, spark_cluster,
                                                                               unique, tmp_path):
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    primary, dr = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap
     topics = [f"cluster{i}-{unique}" for i in range(3)]
     base_ms = int(time.time() * 1000) - 3_600_000
     for i, topic in enumerate(topics):
@@ -101,7 +103,7 @@ def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(ka
 CATCH_UP = 200_000
 
 
-def test_a_worker_killed_mid_catch_up_loses_nothing_and_comes_back(kafka_clusters, spark_cluster, unique, tmp_path,
+def test_a_worker_killed_mid_catch_up_loses_nothing_and_comes_back(private_kafka_clusters, spark_cluster, unique, tmp_path,
                                                                  artifacts_dir):
     """SIGKILL one Worker together with its executor and Python workers while a catch-up of
     200,000 records runs: the query goes on with the executor left (Spark runs the lost tasks
@@ -111,7 +113,7 @@ def test_a_worker_killed_mid_catch_up_loses_nothing_and_comes_back(kafka_cluster
 
     from tests.support.kafka import NumberedProducer
 
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    primary, dr = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap
     topic = f"workerkill-{unique}"
     mirror = f"primary.{topic}"
     create_topic(primary, topic, 4)
@@ -184,12 +186,12 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def test_the_driver_killed_and_restarted_on_the_same_checkpoint_loses_nothing(kafka_clusters, spark_cluster,
+def test_the_driver_killed_and_restarted_on_the_same_checkpoint_loses_nothing(private_kafka_clusters, spark_cluster,
                                                                              unique, tmp_path):
     """SIGKILL the replicator (the driver: the application goes, the Workers stop its executors)
     mid catch-up, start it again against the same checkpoint directory (storage every process
     of the cluster sees): it continues where its last committed batch ended, nothing lost."""
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    primary, dr = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap
     topic = f"driverkill-{unique}"
     mirror = f"primary.{topic}"
     records = 150_000
@@ -237,12 +239,12 @@ def third_cluster(tmp_path_factory):
     cluster.stop()
 
 
-def test_three_clusters_three_flows_in_one_application(kafka_clusters, third_cluster, spark_cluster, unique,
+def test_three_clusters_three_flows_in_one_application(private_kafka_clusters, third_cluster, spark_cluster, unique,
                                                        tmp_path):
     """Flows a->b, a->c and b->a (active-active between a and b) at once, in one replicator on
     the standalone cluster: each flow's topic complete and exact on its target, and nothing
     replicated back to where it came from."""
-    a, b, c = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap, third_cluster.bootstrap
+    a, b, c = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap, third_cluster.bootstrap
     on_a, on_b = f"orders-{unique}", f"payments-{unique}"
     create_topic(a, on_a, 2)
     create_topic(b, on_b, 2)
@@ -303,7 +305,7 @@ def executor_python(tmp_path_factory):
     return env / "bin" / "python"
 
 
-def test_the_documented_spark_submit_recipe_runs_on_the_cluster(kafka_clusters, spark_cluster, executor_python,
+def test_the_documented_spark_submit_recipe_runs_on_the_cluster(private_kafka_clusters, spark_cluster, executor_python,
                                                                 unique, tmp_path):
     """``spark-submit`` as README says: the connector and writer jars with --jars, the executors'
     Python given by spark.pyspark.python (an environment of their own), the driver's by
@@ -317,7 +319,7 @@ def test_the_documented_spark_submit_recipe_runs_on_the_cluster(kafka_clusters, 
     from replicator.datapath import jvmwriter
     from tests.support.spark_cluster import spark_home
 
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    primary, dr = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap
     topic = f"submit-{unique}"
     create_topic(primary, topic, 2)
     produce(primary, topic, _records(0, 0, 2_000, int(time.time() * 1000) - 60_000))
