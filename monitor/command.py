@@ -6,8 +6,8 @@ import argparse
 
 from sparkmirror.metrics import GRANULARITIES, SERIES_MODES
 from monitor.watch import DEFAULT_LISTEN, MonitorOptions
-from replicator.errors import ConfigError
-from replicator.listen import parse_listen
+from sparkmirror.errors import ConfigError
+from sparkmirror.listen import parse_listen
 
 DESCRIPTION = """\
 Watch every enabled flow of an mm2.properties (sparkmirror's or an Apache

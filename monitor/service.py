@@ -45,7 +45,7 @@ from monitor.history import History
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
 from replicator import __version__
-from replicator.errors import SparkmirrorError
+from sparkmirror.errors import SparkmirrorError
 from sparkmirror.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)

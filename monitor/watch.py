@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.filters import GroupFilter, TopicFilter, replicable_topic
 from replicator.model.policy import ReplicationPolicy
 

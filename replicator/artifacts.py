@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from replicator.errors import SparkmirrorError
+from sparkmirror.errors import SparkmirrorError
 
 log = logging.getLogger(__name__)
 

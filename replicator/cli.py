@@ -13,9 +13,10 @@ import logging
 import os
 import sys
 
-from replicator import __version__, logsetup
-from replicator.errors import SparkmirrorError
-from replicator.logsetup import LOG_FORMATS
+from replicator import __version__
+from sparkmirror import logsetup
+from sparkmirror.errors import SparkmirrorError
+from sparkmirror.logsetup import LOG_FORMATS
 
 # module path -> registers one or more subcommands. Imported lazily so that
 # `sparkmirror validate` never pays for importing pyspark.

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from replicator.errors import ConfigError, ConfigErrors
+from sparkmirror.errors import ConfigError, ConfigErrors
 from replicator.model.clients import REFERENCE, ClientErrors, JavaClientConfig
 from replicator.model.config import MM2Config, parse_config
 from replicator.model.properties import parse_properties

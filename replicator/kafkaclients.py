@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from replicator.logsetup import LibrdkafkaLog
+from sparkmirror.logsetup import LibrdkafkaLog
 from replicator.model.clients import librdkafka_config
 from replicator.model.config import FlowConfig, MM2Config
 

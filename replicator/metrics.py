@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from sparkmirror import metrics as m
-from replicator.errors import UsageError
+from sparkmirror.errors import UsageError
 
 log = logging.getLogger("sparkmirror.replicate")
 

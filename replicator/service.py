@@ -41,7 +41,7 @@ import threading
 from functools import partial
 from pathlib import Path
 
-from replicator import logsetup
+from sparkmirror import logsetup
 from replicator.control.heartbeats import HeartbeatEmitter
 from replicator.control.loop import run_loop
 from replicator.control.offsetsyncs_reader import spark_starting_offsets
@@ -50,7 +50,7 @@ from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import catchup
 from replicator.datapath.app import SparkApp
 from replicator.datapath.flow import FlowReplicator
-from replicator.errors import ConfigError, SparkmirrorError
+from sparkmirror.errors import ConfigError, SparkmirrorError
 from replicator.kafkaclients import admin
 
 log = logging.getLogger("sparkmirror.replicate")

@@ -6,6 +6,11 @@
   Prometheus' ``--web-config-file`` format, picked up again when it changes, and the
   basic-auth check in front of the monitor's aiohttp server and the replicator's
   WSGI /metrics server.
+- ``errors``: the error types every command turns into an exit code and a message
+  (``ConfigError`` is exit 2).
+- ``logsetup``: how both processes log (text or JSON lines, thread context fields,
+  librdkafka's log callback, Spark's log4j in the same format).
+- ``listen``: the one ``HOST:PORT`` syntax of ``--listen`` and ``--metrics-listen``.
 
-Nothing here imports ``replicator`` or ``monitor`` beyond ``replicator.errors``.
+Nothing here imports ``replicator`` or ``monitor``.
 """

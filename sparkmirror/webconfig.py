@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.errors import ConfigError, one_line
+from sparkmirror.errors import ConfigError, one_line
 
 #: What a 401 answer carries, so browsers and curl know to ask for credentials.
 WWW_AUTHENTICATE = 'Basic realm="sparkmirror", charset="UTF-8"'

@@ -28,7 +28,7 @@ import ssl
 import threading
 import time
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from sparkmirror.webconfig import WWW_AUTHENTICATE, BasicAuth, FailedLogins, WebConfig, load_web_config
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
-from replicator import logsetup
+from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
 

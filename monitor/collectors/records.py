@@ -6,7 +6,7 @@ import logging
 
 from monitor.collectors.tail import TailedRecord
 from monitor.state import MonitorState
-from replicator.errors import RecordFormatError
+from sparkmirror.errors import RecordFormatError
 
 log = logging.getLogger(__name__)
 

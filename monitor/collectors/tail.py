@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from monitor.collectors.cluster import ClusterClient
-from replicator import logsetup
+from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import json
 import re
 import sys
 
-from replicator.errors import UsageError
+from sparkmirror.errors import UsageError
 from replicator.model.records import RECORD_TYPES
 
 _HEX_NOISE = re.compile(r"[\s:]")

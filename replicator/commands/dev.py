@@ -32,7 +32,7 @@ def register(sub) -> None:
 
 def _validate_names(names: list[str]) -> list[str] | None:
     from replicator.devenv.clusters import DEV_CLUSTERS
-    from replicator.errors import UsageError
+    from sparkmirror.errors import UsageError
 
     for n in names:
         if n not in DEV_CLUSTERS:

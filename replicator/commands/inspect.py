@@ -19,7 +19,7 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from replicator.errors import ClusterError, RecordFormatError, UsageError
+from sparkmirror.errors import ClusterError, RecordFormatError, UsageError
 from replicator.model.records import RECORD_TYPES
 
 _EPILOG = """\

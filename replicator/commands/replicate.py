@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replicator.listen import parse_listen
+from sparkmirror.listen import parse_listen
 
 SOURCE_DEFAULT = "direct"
 METRICS_LISTEN = "127.0.0.1:9465"
@@ -73,7 +73,7 @@ def _run(args) -> int:
 
 
 def _spark_conf(items: list[str]) -> dict[str, str]:
-    from replicator.errors import UsageError
+    from sparkmirror.errors import UsageError
 
     conf = {}
     for item in items:

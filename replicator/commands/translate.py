@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 
 EXIT_NO_CHECKPOINTS = 1
 EXIT_GROUP_ACTIVE = 3

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from replicator.configfile import load_config
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.clients import mask_secrets
 from replicator.model.config import ConfigWarning, FlowConfig, MM2Config
 from replicator.model.flowclients import translate_clients

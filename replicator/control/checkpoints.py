@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from replicator.kafkaclients import admin, producer
 from replicator.control.offsetsyncs_reader import InternalTopicReader, OffsetSyncsReader
 from replicator.control.topics import ensure_internal_topic
-from replicator.errors import ClusterError, RecordFormatError
+from sparkmirror.errors import ClusterError, RecordFormatError
 from replicator.model.records import Checkpoint
 
 log = logging.getLogger("sparkmirror.checkpoints")

@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 
 from replicator.control.topics import config_carried, config_source as _source
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 from replicator.model.filters import replicable_topic
 
 log = logging.getLogger("sparkmirror.configsync")

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from replicator.kafkaclients import admin
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 from replicator.model.records import Checkpoint
 
 log = logging.getLogger("sparkmirror.groups")

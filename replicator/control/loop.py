@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 
-from replicator.errors import SparkmirrorError
+from sparkmirror.errors import SparkmirrorError
 
 log = logging.getLogger("sparkmirror.control")
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from replicator.kafkaclients import client_conf, watermarks
-from replicator.errors import ClusterError, RecordFormatError
+from sparkmirror.errors import ClusterError, RecordFormatError
 from replicator.model.offsets import OffsetSyncStore
 from replicator.model.records import OffsetSync
 

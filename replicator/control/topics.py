@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 from replicator.model.filters import replicable_topic
 
 log = logging.getLogger(__name__)

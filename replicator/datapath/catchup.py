@@ -31,7 +31,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from replicator import logsetup
+from sparkmirror import logsetup
 from replicator.metrics import metrics
 
 log = logging.getLogger("sparkmirror.replicate")

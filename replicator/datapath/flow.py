@@ -36,7 +36,7 @@ from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, pr
 from replicator.datapath.isr import short_of_replicas
 from replicator.metrics import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
-from replicator.errors import ClusterError, SparkmirrorError
+from sparkmirror.errors import ClusterError, SparkmirrorError
 from replicator.kafkaclients import admin, client_conf, producer, watermarks
 from replicator.model.offsets import OffsetSyncEmitter
 

@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 
-from replicator import artifacts, logsetup
+from replicator import artifacts
+from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from replicator import artifacts
 from replicator.devenv.security import SaslSsl
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from replicator.errors import ConfigError, ConfigErrors
+from sparkmirror.errors import ConfigError, ConfigErrors
 
 log = logging.getLogger(__name__)
 

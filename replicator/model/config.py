@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
-from replicator.errors import ConfigError, ConfigErrors, one_line
+from sparkmirror.errors import ConfigError, ConfigErrors, one_line
 from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig
 from replicator.model.filters import (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
                                       GroupFilter, TopicFilter)

@@ -32,7 +32,7 @@ import re
 import warnings
 from collections.abc import Iterable
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.backtracking import backtracking_risk
 from replicator.model.policy import ReplicationPolicy
 

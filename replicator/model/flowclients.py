@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replicator.errors import ConfigError, ConfigErrors
+from sparkmirror.errors import ConfigError, ConfigErrors
 from replicator.model.clients import spark_kafka_options, translate_librdkafka
 from replicator.model.config import FlowConfig, MM2Config
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.records import OffsetSync
 
 DEFAULT_OFFSET_LAG_MAX = 100

@@ -23,7 +23,7 @@ accepts it and then splits every name after its first character.
 
 from __future__ import annotations
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 
 HEARTBEATS_TOPIC = "heartbeats"
 DEFAULT_SEPARATOR = "."

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from replicator.errors import ConfigError, ConfigErrors
+from sparkmirror.errors import ConfigError, ConfigErrors
 
 _WHITESPACE = " \t\f"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -42,7 +42,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from replicator.errors import RecordFormatError
+from sparkmirror.errors import RecordFormatError
 
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

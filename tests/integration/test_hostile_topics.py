@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replicator.devenv.kafka import free_port
-from replicator.errors import RecordFormatError
+from sparkmirror.errors import RecordFormatError
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import create_topic, produce
 from tests.support.monitor import write_mm2_config

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replicator.configfile import load_config
-from replicator.errors import ConfigError, ConfigErrors
+from sparkmirror.errors import ConfigError, ConfigErrors
 from replicator.model.config import (
     DEFAULT_POLICY,
     IDENTITY_POLICY,

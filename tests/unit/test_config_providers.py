@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replicator.configfile import load_config, resolve_references
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.clients import JavaClientConfig, librdkafka_config
 from replicator.model.config import parse_config
 

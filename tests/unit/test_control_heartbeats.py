@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from replicator.control.heartbeats import HeartbeatEmitter
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 from replicator.model.config import parse_config
 
 

@@ -13,7 +13,7 @@ from replicator.control.configsync import plan_config_changes, target_acl_bindin
 from replicator.control.groups import TargetGroup, offsets_to_commit
 from replicator.control.offsetsyncs_reader import SPARK_EARLIEST, resume_offsets
 from replicator.control.loop import run_loop
-from replicator.errors import ClusterError
+from sparkmirror.errors import ClusterError
 from replicator.model.config import parse_config
 from replicator.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT, java_list
 from replicator.model.filters import TopicFilter

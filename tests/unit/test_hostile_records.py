@@ -26,7 +26,7 @@ from monitor.exporters.page import page
 from monitor.exporters.prometheus import build_registry, render
 from monitor.state import OffsetsRow
 from replicator.cli import main
-from replicator.errors import RecordFormatError
+from sparkmirror.errors import RecordFormatError
 from replicator.model.records import RECORD_TYPES, Checkpoint, Heartbeat, OffsetSync
 from tests.support.evaluator import FLOW, make_state
 

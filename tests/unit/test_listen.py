@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from replicator.cli import main
-from replicator.errors import ConfigError
-from replicator.listen import parse_listen
+from sparkmirror.errors import ConfigError
+from sparkmirror.listen import parse_listen
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from replicator.logsetup import JsonFormatter, _ContextFilter, log_context
+from sparkmirror.logsetup import JsonFormatter, _ContextFilter, log_context
 
 
 def _format(msg, *args, exc_info=None, **extra):
@@ -42,7 +42,7 @@ def test_an_exception_is_one_field_on_the_same_line():
 
 def test_librdkafka_lines_are_debug_only_carry_the_cluster_and_never_raise(caplog):
     """The one adapter both the replicator's clients and the monitor's pass to confluent-kafka."""
-    from replicator.logsetup import LibrdkafkaLog
+    from sparkmirror.logsetup import LibrdkafkaLog
 
     adapter = LibrdkafkaLog("librdkafka.dr", "dr")
     with caplog.at_level(logging.INFO, logger="librdkafka.dr"):

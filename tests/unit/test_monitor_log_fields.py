@@ -12,7 +12,7 @@ from monitor.collectors.cluster import ClusterClient, ClusterUnavailable
 from monitor.collectors.periodic import refresh_forever
 from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord
-from replicator.logsetup import JsonFormatter, LibrdkafkaLog
+from sparkmirror.logsetup import JsonFormatter, LibrdkafkaLog
 from replicator.model.records import Heartbeat
 from tests.support.evaluator import FLOW, make_state
 

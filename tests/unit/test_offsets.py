@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.offsets import OffsetSyncEmitter, OffsetSyncStore, translate_offset
 from replicator.model.records import OffsetSync
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,

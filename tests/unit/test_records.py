@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replicator.errors import RecordFormatError
+from sparkmirror.errors import RecordFormatError
 from replicator.model.records import (
     RECORD_TYPES,
     Checkpoint,

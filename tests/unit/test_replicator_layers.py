@@ -37,3 +37,33 @@ def test_only_the_service_starts_the_run(package):
               if module.split(".")[:2] in (["replicator", "service"], ["replicator", "commands"],
                                            ["replicator", "cli"])]
     assert upward == []
+
+
+def test_the_shared_package_imports_neither_side():
+    """sparkmirror/ (errors, logging, metrics, HTTP security) is what both processes use: it
+    reaches into neither, so neither owns what the other needs."""
+    shared = ROOT.parent / "sparkmirror"
+    reaching = []
+    for path in sorted(shared.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            reaching += [f"sparkmirror/{path.name} imports {n}" for n in names
+                         if n.split(".")[0] in ("replicator", "monitor")]
+    assert reaching == []
+
+
+def test_the_monitor_reads_only_the_mm2_model_of_the_replicator():
+    """The monitor shares the MM2 model (records, filters, policy, the config file) with the
+    replicator and nothing of its running parts."""
+    monitor = ROOT.parent / "monitor"
+    allowed = ("replicator.model", "replicator.configfile")
+    reaching = []
+    for path in sorted(monitor.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("replicator"):
+                if node.module == "replicator" and [a.name for a in node.names] == ["__version__"]:
+                    continue
+                if not node.module.startswith(allowed):
+                    reaching.append(f"monitor/{path.relative_to(monitor)} imports {node.module}")
+    assert reaching == []

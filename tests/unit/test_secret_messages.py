@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from replicator.model.clients import parse_jaas, translate_librdkafka
 
 SECRET = "Hx7secretMARKER"

@@ -11,7 +11,7 @@ import time
 import bcrypt
 import pytest
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 from sparkmirror.webconfig import BasicAuth, load_web_config, parse_web_config
 from sparkmirror.webreload import LiveWebConfig
 from tests.support.tls import make_pki

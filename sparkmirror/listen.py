@@ -7,7 +7,7 @@ off (the replicator's metrics), ``off``, ``none``, ``0`` or an empty value does 
 
 from __future__ import annotations
 
-from replicator.errors import ConfigError
+from sparkmirror.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
 _OFF = ("off", "none", "0", "")
