@@ -11,7 +11,8 @@ docs/monitor-status.md; keep the two in step.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from monitor import catchup
@@ -197,8 +198,38 @@ class Evaluation:
     extra: dict = field(default_factory=dict)
 
 
-#: Partitions evaluated between two pauses of ``evaluate_steps`` (5-15 ms of work on a loaded 2-core VM).
-STEP_PARTITIONS = 500
+#: The evaluator's work between two pauses of ``evaluate_steps``: the event loop it runs on
+#: answers /healthz, /metrics and the collectors at least this often (plus one item's work).
+STEP_SECONDS = 0.004
+#: Items (partitions, groups) between two reads of the clock.
+_CHECK_EVERY = 32
+
+
+class _Pacer:
+    """Says when the running step has used its time, so every pass over the partitions pauses
+    by time, not by count: a pass that is cheap for idle partitions runs in few steps, one
+    that is costly (partitions whose figures moved, a garbage collection in the middle) in
+    many. The clock is read every _CHECK_EVERY items; a step's time counts from the first
+    read after the pause, so the time spent paused is not charged to the next step."""
+
+    __slots__ = ("clock", "budget", "until", "count", "paused")
+
+    def __init__(self, clock: Callable[[], float], budget: float) -> None:
+        self.clock, self.budget = clock, budget
+        self.until, self.count, self.paused = clock() + budget, 0, False
+
+    def due(self) -> bool:
+        self.count += 1
+        if self.count % _CHECK_EVERY:
+            return False
+        now = self.clock()
+        if self.paused:
+            self.until, self.paused = now + self.budget, False
+            return False
+        if now >= self.until:
+            self.paused = True
+            return True
+        return False
 
 
 def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings()) -> Evaluation:
@@ -210,18 +241,21 @@ def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = Eval
             return done.value
 
 
-def evaluate_steps(state: MonitorState, now: float,
-                   settings: EvaluatorSettings = EvaluatorSettings()) -> Generator[None, None, Evaluation]:
-    """``evaluate`` in steps: yields after every STEP_PARTITIONS partitions, returns the Evaluation.
+def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings(),
+                   clock: Callable[[], float] = time.perf_counter) -> Generator[None, None, Evaluation]:
+    """``evaluate`` in steps: yields whenever a step has worked for STEP_SECONDS (by ``clock``),
+    in every pass over the partitions and groups, and returns the Evaluation.
 
     The monitor drives it on its event loop and lets other work run at each pause, so a
     large state never blocks the loop for long. Each partition is evaluated whole; the
     state may change between two steps, which only means that later partitions are
     evaluated from slightly newer figures.
     """
+    pacer = _Pacer(clock, STEP_SECONDS)
     flows = []
     for fs in list(state.flows.values()):
-        flows.append((yield from _flow(state, fs, now, settings)))
+        flows.append((yield from _flow(state, fs, now, settings, pacer)))
+        yield
     clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
     return Evaluation(now, state.started_at, worst(f.status for f in flows), flows, clusters,
                       dict(state.decode_errors), settings.granularity, series=settings.series)
@@ -378,12 +412,17 @@ _UNKNOWN_REASONS = {
 }
 
 
-def _topics(partitions: list[PartitionResult], lost_total: dict[str, int]) -> list[TopicResult]:
+def _topics(partitions: list[PartitionResult], lost_total: dict[str, int],
+            pacer: _Pacer) -> Generator[None, None, list[TopicResult]]:
     by_topic: dict[str, list[PartitionResult]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
+        if pacer.due():
+            yield
     out = []
     for topic, parts in sorted(by_topic.items()):
+        if pacer.due():
+            yield
         lags = [p.lag_records for p in parts if p.lag_records is not None]
         secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
         out.append(TopicResult(topic, parts[0].target_topic, worst(p.status for p in parts), len(parts),
@@ -424,7 +463,7 @@ def checkpoint_due_since(syncs, history, committed: int, cp, first_seen: float) 
     return due
 
 
-def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
+def _groups(fs: FlowState, now: float, timeout: float, pacer: _Pacer) -> Generator[None, None, list[GroupResult]]:
     source_of = {p.target_topic: p.topic for p in fs.partitions.values()}
     by_group: dict[str, dict[tuple[str, int], object]] = {}
     for (group, target_topic, partition), record in fs.checkpoints.items():
@@ -438,6 +477,8 @@ def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
         first_seen = fs.group_first_seen.get(group, now)
         parts = []
         for topic, partition in sorted(set(committed) | set(cps)):
+            if pacer.due():
+                yield
             c = committed.get((topic, partition))
             record = cps.get((topic, partition))
             target_topic = fs.partitions[(topic, partition)].target_topic if (topic, partition) in fs.partitions \
@@ -482,8 +523,8 @@ def _groups(fs: FlowState, now: float, timeout: float) -> list[GroupResult]:
 
 # --- flows -------------------------------------------------------------------------
 
-def _flow(state: MonitorState, fs: FlowState, now: float,
-          settings: EvaluatorSettings) -> Generator[None, None, FlowResult]:
+def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings,
+          pacer: _Pacer) -> Generator[None, None, FlowResult]:
     w = fs.watch
     reasons: list[str] = []
     statuses = [OK]
@@ -524,7 +565,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
 
     partitions = []
     previous, kept = fs.idle_results, {}
-    for i, (key, p) in enumerate(sorted(fs.partitions.items()), 1):
+    for key, p in sorted(fs.partitions.items()):
         signature = _idle_signature(p)
         hit = previous.get(key) if signature is not None else None
         if hit is not None and hit[0] == signature and hit[1].status == OK and not hit[1].reasons:
@@ -536,22 +577,30 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
             if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
                 kept[key] = (signature, result)
         partitions.append(result)
-        if i % STEP_PARTITIONS == 0:
+        if pacer.due():
             yield
     fs.idle_results = kept
-    yield  # what follows goes over every partition again, in a few steps of its own
-    low = _headroom(partitions, fs, now, settings)
-    yield
+    # what follows goes over every partition again, pausing the same way
+    low = yield from _headroom(partitions, fs, now, settings, pacer)
     by_status = {s: 0 for s in STATUSES}
+    held = 0
+    lags: list[int] = []
+    secs: list[float] = []
     for p in partitions:
         by_status[p.status] += 1
+        held += p.open_transaction
+        if p.lag_records is not None:
+            lags.append(p.lag_records)
+        if p.lag_seconds is not None:
+            secs.append(p.lag_seconds)
+        if pacer.due():
+            yield
     if by_status[ERR]:
         statuses.append(ERR)
         reasons.append(f"{by_status[ERR]} partitions lost records to retention before replication")
     if by_status[STALL]:
         statuses.append(STALL)
         reasons.append(f"{by_status[STALL]} partitions stalled with lag")
-    held = sum(p.open_transaction for p in partitions)
     if held:
         statuses.append(WARN)
         reasons.append(f"{held} partitions wait on an open transaction on the source (not a replicator fault)")
@@ -567,7 +616,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
         reasons.append("no source topic matches the flow's topic filter and the monitor's allow/deny lists")
 
     cp_timeout = settings.checkpoint_timeout or (2.0 * w.checkpoint_interval + settings.groups_interval)
-    groups = _groups(fs, now, cp_timeout) if w.checkpoints_enabled else []
+    groups = (yield from _groups(fs, now, cp_timeout, pacer)) if w.checkpoints_enabled else []
     not_ready = _failover(fs, groups, now, cp_timeout, settings)
     warn_groups = [g.group for g in groups if g.status != OK]
     if warn_groups:
@@ -576,11 +625,13 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
                        f"{', '.join(warn_groups[:5])}"
                        + (" ..." if len(warn_groups) > 5 else ""))
 
-    lags = [p.lag_records for p in partitions if p.lag_records is not None]
-    secs = [p.lag_seconds for p in partitions if p.lag_seconds is not None]
-    yield
-    moved = any(len(p.window) >= 2 and p.window[-1].position != p.window[0].position
-                for p in fs.partitions.values())
+    moved = False
+    for p in fs.partitions.values():
+        if len(p.window) >= 2 and p.window[-1].position != p.window[0].position:
+            moved = True
+            break
+        if pacer.due():
+            yield
     if w.heartbeats_expected:
         replicator_up = not stopped
     else:
@@ -588,8 +639,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float,
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
     pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
                            for p in partitions if p.catchup_state != catchup.UNKNOWN)
-    yield
-    topics = _topics(partitions, fs.lost_total)
+    topics = yield from _topics(partitions, fs.lost_total, pacer)
     return FlowResult(
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
         fs.syncs_total, sum(lags) if lags else None, max(secs) if secs else None, fs.replicated_total,
@@ -608,8 +658,8 @@ class _LowHeadroom:
     lowest: str = ""
 
 
-def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float,
-              settings: EvaluatorSettings) -> _LowHeadroom:
+def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float, settings: EvaluatorSettings,
+              pacer: _Pacer) -> Generator[None, None, _LowHeadroom]:
     """Fill in each partition's retention headroom; a low one makes an OK partition WARN."""
     low: list[PartitionResult] = []
     raised = 0
@@ -622,6 +672,8 @@ def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float,
             p.reasons.append(h.reason)
             if p.status == OK:
                 p.status, raised = WARN, raised + 1
+        if pacer.due():
+            yield
     if not low:
         return _LowHeadroom()
     worst_p = min(low, key=lambda p: p.retention_headroom_seconds)

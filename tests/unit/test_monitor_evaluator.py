@@ -538,27 +538,46 @@ def test_cluster_down_counts_from_when_the_failed_requests_were_sent():
     assert state.cluster_failed("b", "request timed out", sent_at=back - 20) is True
 
 
-def test_evaluation_in_steps_pauses_every_step_and_gives_the_same_result():
+def _stepped(state, now, clock):
     from monitor import evaluator
 
-    state, clock = make_state()
-    beat(state, clock)
-    rows = [OffsetsRow(f"t{i // 100}", i % 100, f"a.t{i // 100}", 0, 10, 10 - i % 2, (0, 0)) for i in range(2500)]
-    state.record_offsets(FLOW, rows, at=clock.now)
-    steps = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3))
+    steps = evaluator.evaluate_steps(state, now, EvaluatorSettings(window=3), clock=clock)
     pauses = 0
     while True:
         try:
             next(steps)
             pauses += 1
         except StopIteration as done:
-            stepped = done.value
-            break
-    # one pause per STEP_PARTITIONS partitions, and a few in the flow's totals over all of them
-    assert 2500 // evaluator.STEP_PARTITIONS <= pauses <= 2500 // evaluator.STEP_PARTITIONS + 5
+            return done.value, pauses
+
+
+def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_result():
+    from monitor import evaluator
+
+    state, clock = make_state()
+    beat(state, clock)
+    rows = [OffsetsRow(f"t{i // 100}", i % 100, f"a.t{i // 100}", 0, 10, 10 - i % 2, (0, 0)) for i in range(2500)]
+    state.record_offsets(FLOW, rows, at=clock.now)
     whole = run(state, clock)
-    assert stepped.flows[0].lag_records == whole.flows[0].lag_records == 1250
-    assert [p.lag_records for p in stepped.flows[0].partitions] == [p.lag_records for p in whole.flows[0].partitions]
+
+    # A clock that reads a whole step's time later at every read: a step never does more than
+    # one stretch of _CHECK_EVERY items before it pauses, in every pass over the partitions
+    # (the partitions themselves, retention headroom, the flow's totals, the topics).
+    ticks = iter(range(10**9))
+    slow, pauses_slow = _stepped(state, clock.now, lambda: next(ticks) * evaluator.STEP_SECONDS)
+    per_pass = 2500 // (2 * evaluator._CHECK_EVERY)  # at least every other clock read pauses
+    assert pauses_slow >= 4 * per_pass
+
+    # A clock that stands still: the work never runs out of time, so it pauses only between flows.
+    frozen, pauses_frozen = _stepped(state, clock.now, lambda: 0.0)
+    assert pauses_frozen == len(state.flows)
+
+    for stepped in (slow, frozen):
+        assert stepped.flows[0].lag_records == whole.flows[0].lag_records == 1250
+        assert [p.lag_records for p in stepped.flows[0].partitions] == [p.lag_records for p in whole.flows[0].partitions]
+        assert [(t.topic, t.lag_records, t.status) for t in stepped.flows[0].topics] == \
+            [(t.topic, t.lag_records, t.status) for t in whole.flows[0].topics]
+        assert stepped.flows[0].partitions_by_status == whole.flows[0].partitions_by_status
 
 
 def test_a_refresh_recomputes_only_the_partitions_whose_figures_changed():
