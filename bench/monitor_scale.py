@@ -50,7 +50,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procstats import TreeSampler
-from replicator.devenv.kafka import KafkaCluster, free_port
+from devenv.kafka import KafkaCluster, free_port
 from replicator.model.records import OffsetSync
 from tests.support.copier import DelayedCopier, SteadyProducer
 

@@ -42,9 +42,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procstats import TreeSampler
 from bench.workloads import WORKLOADS
+from devenv.kafka import KafkaCluster, free_port
+from devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator import artifacts
-from replicator.devenv.kafka import KafkaCluster, free_port
-from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"

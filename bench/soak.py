@@ -46,7 +46,7 @@ COMPONENTS = ("driver", "spark_jvm", "python_workers", "monitor")
 
 
 def free_port() -> int:
-    from replicator.devenv.kafka import free_port as fp
+    from devenv.kafka import free_port as fp
 
     return fp()
 
@@ -143,7 +143,7 @@ def components(rep: Proc, mon: Proc) -> dict[str, list[psutil.Process]]:
 
 
 def run(args) -> int:
-    from replicator.devenv.kafka import KafkaCluster
+    from devenv.kafka import KafkaCluster
 
     base = Path(tempfile.mkdtemp(prefix="sparkmirror-soak-"))
     clusters = {name: KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name)

@@ -6,8 +6,9 @@ MirrorMaker 2 (our reference peer) and Spark's Kafka connector — is fetched on
 here and nowhere else.
 
 The replicator needs the connector jars at run time (``replicator.datapath``), the
-dev clusters and the MM2 runner (``replicator.devenv``) need the Kafka jars: both
-import this module, and the run-time code never imports the dev tooling.
+dev clusters and the MM2 runner (``devenv/`` in the source checkout, not in the wheel)
+need the Kafka jars: both import this module, and the run-time code never imports the
+dev tooling.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``sparkmirror demo``: the embedded default — clusters, producer, replicator, monitor."""
+"""``sparkmirror demo``: the embedded default — clusters, producer, replicator, monitor.
+
+Runs from a source checkout: the demo is part of the dev tooling (``devenv/``), not the wheel.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,6 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.devenv.demo import run
+    from replicator.commands.checkout import devenv
 
-    return run(duration=args.duration, listen=args.listen, rate=args.rate)
+    return devenv("demo", "demo").run(duration=args.duration, listen=args.listen, rate=args.rate)

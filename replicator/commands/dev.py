@@ -1,4 +1,9 @@
-"""``sparkmirror dev``: local Kafka clusters and pinned jars for development."""
+"""``sparkmirror dev``: local Kafka clusters and pinned jars for development.
+
+``up``, ``down`` and ``status`` run the dev tooling (``devenv/``), so they work from a
+source checkout only; ``fetch`` needs only the jar pins (``replicator.artifacts``) and
+works from an installed wheel too.
+"""
 
 from __future__ import annotations
 
@@ -30,34 +35,37 @@ def register(sub) -> None:
     fetch.set_defaults(func=_fetch)
 
 
-def _validate_names(names: list[str]) -> list[str] | None:
-    from replicator.devenv.clusters import DEV_CLUSTERS
+def _clusters(args):
+    """``devenv.clusters`` from the source checkout (a usage error from an installed wheel)."""
+    from replicator.commands.checkout import devenv
+
+    return devenv("clusters", f"dev {args.dev_command}")
+
+
+def _validate_names(names: list[str], clusters) -> list[str] | None:
     from sparkmirror.errors import UsageError
 
     for n in names:
-        if n not in DEV_CLUSTERS:
-            raise UsageError(f"unknown dev cluster {n!r}", hint=f"choose from {', '.join(DEV_CLUSTERS)}")
+        if n not in clusters.DEV_CLUSTERS:
+            raise UsageError(f"unknown dev cluster {n!r}", hint=f"choose from {', '.join(clusters.DEV_CLUSTERS)}")
     return names or None
 
 
 def _up(args) -> int:
-    from replicator.devenv import clusters
-
-    for c in clusters.up(_validate_names(args.clusters)):
+    clusters = _clusters(args)
+    for c in clusters.up(_validate_names(args.clusters, clusters)):
         print(f"{c.name}\t{c.bootstrap}\t{c.data_dir}")
     return 0
 
 
 def _down(args) -> int:
-    from replicator.devenv import clusters
-
-    clusters.down(_validate_names(args.clusters), wipe=args.wipe)
+    clusters = _clusters(args)
+    clusters.down(_validate_names(args.clusters, clusters), wipe=args.wipe)
     return 0
 
 
 def _status(args) -> int:
-    from replicator.devenv import clusters
-
+    clusters = _clusters(args)
     print(json.dumps(clusters.status(), indent=2))
     return 0
 

@@ -47,8 +47,8 @@ from alerts import config as mixin
 from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
+from devenv.kafka import free_port
 from replicator import artifacts
-from replicator.devenv.kafka import free_port
 from replicator.model.records import Heartbeat
 from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 from sparkmirror.errors import RecordFormatError
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import create_topic, produce

@@ -19,7 +19,7 @@ import urllib.request
 import bcrypt
 import pytest
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 from sparkmirror.webconfig import load_web_config
 from tests.support.monitor import write_mm2_config
 from tests.support.prometheus import MonitorProcess, PrometheusServer

@@ -28,9 +28,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from devenv import mm2 as mm2_runner
+from devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator import artifacts
-from replicator.devenv import mm2 as mm2_runner
-from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config

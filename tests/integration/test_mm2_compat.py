@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
+from devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 from tests.support.monitor import write_mm2_config
 
 pytestmark = pytest.mark.kafka

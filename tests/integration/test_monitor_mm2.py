@@ -16,7 +16,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.devenv.mm2 import MirrorMaker2, single_node_settings
+from devenv.mm2 import MirrorMaker2, single_node_settings
 from tests.support.kafka import create_topic
 from tests.support.monitor import RunningMonitor, produce_raw, sample
 

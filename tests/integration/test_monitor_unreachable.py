@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 from replicator.model.records import OffsetSync
 from tests.support.kafka import create_topic
 from tests.support.monitor import RunningMonitor, partition_of, produce_raw, sample, \

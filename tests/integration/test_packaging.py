@@ -61,16 +61,19 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
     sdist = next(dist.glob("sparkmirror-*.tar.gz"))
     assert wheel.name.startswith(f"sparkmirror-{__version__}-py3-none-any")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ("replicator/cli.py", "monitor/service.py", "replicator/devenv/demo-mm2.properties",
+    for must in ("replicator/cli.py", "monitor/service.py", "replicator/jvm/sparkmirror/MirrorForeachWriter.java",
                  "monitor/exporters/page.py", "sparkmirror/metrics.py", "sparkmirror/webauth.py"):
         assert must in names, f"{must} missing from {wheel.name}"
+    # the run-time packages only: the dev tooling, tests and benchmarks stay in the checkout
+    top_level = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top_level == {"replicator", "monitor", "sparkmirror"}, top_level
     entry_points = zipfile.ZipFile(wheel).read(
         f"sparkmirror-{__version__}.dist-info/entry_points.txt").decode()
     assert "sparkmirror = replicator.cli:main" in entry_points
     with tarfile.open(sdist) as tar:
         members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
     for must in ("pyproject.toml", "README.md", "replicator/cli.py", "monitor/service.py",
-                 "replicator/devenv/demo-mm2.properties"):
+                 "replicator/jvm/sparkmirror/MirrorForeachWriter.java"):
         assert must in members, f"{must} missing from {sdist.name}"
 
 
@@ -86,11 +89,8 @@ def test_installed_console_script_runs_outside_the_checkout(installed):
     for line in where.stdout.split():
         assert Path(line).is_relative_to(installed["venv"]), f"imported from {line}, not the clean venv"
 
-    # The packaged demo config validates; a broken one exits 2 naming file and line.
-    demo = _run(installed, "python", "-c",
-                "from importlib.resources import files; "
-                "print(files('replicator') / 'devenv' / 'demo-mm2.properties')")
-    ok = _run(installed, "sparkmirror", "validate", demo.stdout.strip())
+    # The demo's config validates; a broken one exits 2 naming file and line.
+    ok = _run(installed, "sparkmirror", "validate", str(ROOT / "devenv" / "demo-mm2.properties"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = BAD_CONFIG / "blank-aliases.properties"
     refused = _run(installed, "sparkmirror", "validate", str(bad))
@@ -101,6 +101,13 @@ def test_installed_console_script_runs_outside_the_checkout(installed):
     for command in ("replicate", "monitor", "dev", "demo", "translate", "inspect", "decode"):
         helped = _run(installed, "sparkmirror", command, "--help")
         assert helped.returncode == 0, f"{command} --help: {helped.stderr}"
+
+    # The dev tooling is not in the wheel: the commands that run it say where they do run.
+    for command in (["demo"], ["dev", "status"]):
+        refused = _run(installed, "sparkmirror", *command)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "runs from a source checkout (./run demo)" in refused.stderr
+        assert "Traceback" not in refused.stderr
 
 
 def test_installed_package_caches_downloads_outside_site_packages(installed):

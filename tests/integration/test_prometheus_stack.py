@@ -36,8 +36,8 @@ from alerts.generate import write_rules
 from alerts.rules import RULES
 from dashboards import queries
 from dashboards.generate import panel_expressions
+from devenv.kafka import free_port
 from sparkmirror import metrics as m
-from replicator.devenv.kafka import free_port
 from tests.support.prometheus import AlertmanagerServer, PrometheusServer, WebhookReceiver
 
 HEALTHY, BROKEN = "primary->dr", "broken->dr"

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.devenv.security import random_password
+from devenv.security import random_password
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess

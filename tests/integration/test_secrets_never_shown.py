@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 
 pytestmark = pytest.mark.kafka
 

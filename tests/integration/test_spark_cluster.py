@@ -231,7 +231,7 @@ def test_the_driver_killed_and_restarted_on_the_same_checkpoint_loses_nothing(pr
 
 @pytest.fixture(scope="module")
 def third_cluster(tmp_path_factory):
-    from replicator.devenv.kafka import KafkaCluster, free_port
+    from devenv.kafka import KafkaCluster, free_port
 
     cluster = KafkaCluster("c", free_port(), free_port(), tmp_path_factory.mktemp("kafka-c"), heap="512m")
     cluster.start(timeout=180)

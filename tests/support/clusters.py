@@ -24,9 +24,9 @@ def cluster_pair(base, sasl_ssl: bool = False):
     """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
 
     With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
-    replicator.devenv.security) and accepts clients on SASL_SSL only."""
-    from replicator.devenv.kafka import KafkaCluster, free_port
-    from replicator.devenv.security import SaslSsl
+    devenv.security) and accepts clients on SASL_SSL only."""
+    from devenv.kafka import KafkaCluster, free_port
+    from devenv.security import SaslSsl
 
     clusters = [
         KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devenv.kafka import KafkaCluster, free_port
 from replicator import artifacts
-from replicator.devenv.kafka import KafkaCluster, free_port
 
 NODES = 3
 HEAP = "256m"

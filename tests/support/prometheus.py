@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 
 INSTALL_HINT = "install it with scripts/install-system-deps.sh (Debian packages prometheus, prometheus-alertmanager)"
 

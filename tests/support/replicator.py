@@ -38,7 +38,7 @@ class Replicator:
         """``env``: extra environment, e.g. SPARKMIRROR_SPARK_LOG_LEVEL=INFO."""
         self.config, self.checkpoint_dir, self.log_file = config, checkpoint_dir, log_file
         self.env = dict(env or {})
-        from replicator.devenv.kafka import free_port
+        from devenv.kafka import free_port
 
         self.metrics_port = free_port()
         self.extra_args = ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *(extra_args or [])]

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from replicator.devenv.kafka import free_port
+from devenv.kafka import free_port
 
 
 def spark_home() -> Path:

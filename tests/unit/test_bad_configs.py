@@ -90,7 +90,7 @@ def _cases(tmp: Path) -> list[Case]:
 
 
 def _run(command: str, config: Path, workdir: Path) -> Outcome:
-    from replicator.devenv.kafka import free_port
+    from devenv.kafka import free_port
 
     checkpoints = workdir / "checkpoints"
     extra = {"replicate": ["--checkpoint-dir", str(checkpoints), "--metrics-listen", f"127.0.0.1:{free_port()}"],

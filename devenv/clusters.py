@@ -12,8 +12,8 @@ import logging
 import shutil
 from pathlib import Path
 
+from devenv.kafka import KafkaCluster
 from replicator import artifacts
-from replicator.devenv.kafka import KafkaCluster
 
 log = logging.getLogger(__name__)
 

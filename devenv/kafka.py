@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devenv.security import SaslSsl
 from replicator import artifacts
-from replicator.devenv.security import SaslSsl
 from sparkmirror.errors import ClusterError
 
 log = logging.getLogger(__name__)

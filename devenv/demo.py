@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from devenv import clusters
 from replicator import artifacts
-from replicator.devenv import clusters
 
 log = logging.getLogger("sparkmirror.demo")
 
