@@ -17,7 +17,8 @@ from typing import Any
 from replicator.configfile import load_config
 from sparkmirror.errors import ConfigError
 from replicator.model.clients import mask_secrets
-from replicator.model.config import ConfigWarning, FlowConfig, MM2Config
+from replicator.model.config import FlowConfig, MM2Config
+from replicator.model.diagnostics import ConfigWarning
 from replicator.model.flowclients import translate_clients
 
 DESCRIPTION = """\

@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover
 #: Polynomial degrees above this one are refused (see the module doc for the measurement).
 MAX_POLYNOMIAL_DEGREE = 3
 _UNROLL = 10
-_MAX_STATES = 400_000  # a 100,000-character pattern (config.py reads no longer ones) fits
+_MAX_STATES = 400_000  # a 100,000-character pattern (values.py reads no longer ones) fits
 _MAX_STEPS = 2_000_000  # work budget of one analysis; beyond it the pattern is "too complex"
 _SAMPLE = (set(string.printable) - {"\n"}) | set("éßΣЖ中٣\u00a0\u2028\x00\x7f\U0001F600")
 _READS = frozenset({_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN}) if _c else frozenset()  # read one character

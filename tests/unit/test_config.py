@@ -10,14 +10,9 @@ from hypothesis import strategies as st
 
 from replicator.configfile import load_config
 from sparkmirror.errors import ConfigError, ConfigErrors
-from replicator.model.config import (
-    DEFAULT_POLICY,
-    IDENTITY_POLICY,
-    LOOPS,
-    ConfigWarning,
-    MM2Config,
-    parse_config,
-)
+from replicator.model.config import LOOPS, MM2Config, parse_config
+from replicator.model.diagnostics import ConfigWarning
+from replicator.model.values import DEFAULT_POLICY, IDENTITY_POLICY
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 BASE = "clusters = a, b\na.bootstrap.servers = a1:9092\nb.bootstrap.servers = b1:9092\n"  # lines 1-3

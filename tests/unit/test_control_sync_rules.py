@@ -15,7 +15,8 @@ from replicator.control.offsetsyncs_reader import SPARK_EARLIEST, resume_offsets
 from replicator.control.loop import run_loop
 from sparkmirror.errors import ClusterError
 from replicator.model.config import parse_config
-from replicator.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT, java_list
+from replicator.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT
+from replicator.model.values import java_list
 from replicator.model.filters import TopicFilter
 from replicator.model.policy import DefaultReplicationPolicy
 from replicator.model.records import Checkpoint, OffsetSync
