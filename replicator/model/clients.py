@@ -16,14 +16,16 @@ itself. So the same effective settings are translated twice:
   the few options Spark forbids, mapping ``auto.offset.reset`` to Spark's own
   ``startingOffsets``.
 
-:func:`mask_secrets` is applied wherever an effective config is printed.
+Both share the checks here (ClientErrors points each problem at its line; a
+``${provider:path:key}`` reference still left is refused): references are
+resolved before translation, by the start-up code that may read files and the
+environment (:mod:`replicator.configfile`). A ``sasl.jaas.config`` value is
+read by :mod:`replicator.model.jaas`; printing a translated config masks its
+secrets with :mod:`replicator.model.masking`.
 
-``${provider:path:key}`` references are resolved before translation, by the
-start-up code that may read files and the environment
-(:mod:`replicator.configfile`); one still left here is refused.
-
-The module is longer than most because its bulk is the key tables; they and the
-JAAS parser are one translation and read best together.
+The module is longer than most because its bulk is the key tables, which are
+the librdkafka translation itself and read best next to the code that applies
+them.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkmirror.errors import ConfigError, ConfigErrors
+from replicator.model.jaas import JaasLogin, parse_jaas
 
 log = logging.getLogger(__name__)
 
 ROLES = ("consumer", "producer", "admin")
-MASK = "********"
 _ALL, _P, _C = frozenset(ROLES), frozenset({"producer"}), frozenset({"consumer"})
 
 # Java name -> (librdkafka name, roles it applies to). Values pass through unchanged.
@@ -211,82 +213,6 @@ class ClientErrors:
     def raise_if_any(self) -> None:
         if self.items:
             raise ConfigErrors(self.items)
-
-
-@dataclass(frozen=True)
-class JaasLogin:
-    """The one login module a ``sasl.jaas.config`` value may hold."""
-
-    module: str
-    flag: str
-    options: dict[str, str]
-
-
-_JAAS_TOKEN = re.compile(
-    r"""\s+|//[^\n]*|/\*.*?\*/|(?P<quoted>"(?:[^"\\]|\\.)*")|(?P<punct>[=;])|(?P<word>[^\s=;"]+)""",
-    re.DOTALL,
-)
-_JAAS_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
-def parse_jaas(text: str) -> JaasLogin:
-    """Parse ``Module flag key="value" ...;`` the way Kafka's JaasConfig (a StreamTokenizer) does.
-
-    Quoted values may contain ``;``, ``=``, spaces and backslash escapes, which
-    is exactly where naive splitting on spaces breaks real passwords.
-    """
-    tokens: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(text):
-        match = _JAAS_TOKEN.match(text, pos)
-        if not match:
-            raise ValueError(f"unterminated quoted value at character {pos + 1}")
-        pos = match.end()
-        if match.group("quoted") is not None:
-            tokens.append(("value", _unquote(match.group("quoted")[1:-1])))
-        elif match.group("punct"):
-            tokens.append((match.group("punct"), match.group("punct")))
-        elif match.group("word"):
-            tokens.append(("word", match.group("word")))
-    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "word":
-        raise ValueError("expected '<LoginModule class> <flag> key=\"value\" ... ;'")
-    module, flag = tokens[0][1], tokens[1][1]
-    if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
-        raise ValueError(f"{flag!r} is not a JAAS control flag (required, requisite, sufficient, optional)")
-    options: dict[str, str] = {}
-    i = 2
-    while i < len(tokens) and tokens[i][0] != ";":
-        if i + 2 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1][0] != "=" or tokens[i + 2][0] not in (
-                "word", "value"):
-            # Name the option before, never its value: that is where the password is.
-            where = f"the value of {tokens[i - 3][1]!r}" if i > 2 else repr(flag)
-            raise ValueError(f"expected key=\"value\" after {where}")
-        options[tokens[i][1]] = tokens[i + 2][1]
-        i += 3
-    if i >= len(tokens):
-        raise ValueError("missing ';' at the end")
-    if i + 1 != len(tokens):
-        raise ValueError("Kafka allows exactly one login module in sasl.jaas.config")
-    return JaasLogin(module, flag.lower(), options)
-
-
-def _unquote(body: str) -> str:
-    out, i = [], 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            octal = re.match(r"[0-7]{1,3}", body[i + 1 :])
-            if octal and int(octal.group(0), 8) < 256:
-                out.append(chr(int(octal.group(0), 8)))
-                i += 1 + len(octal.group(0))
-                continue
-            out.append(_JAAS_ESCAPES.get(nxt, nxt))
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
 
 
 def librdkafka_config(java: Mapping[str, str], role: str, *, cluster: str | None = None) -> dict[str, str]:
@@ -544,16 +470,4 @@ def spark_kafka_options(java: Mapping[str, str], *, cluster: str | None = None) 
             options[f"kafka.{key}"] = value
     errors.raise_if_any()
     return options
-
-
-def is_secret(key: str) -> bool:
-    """True for keys whose values must never be printed (passwords, JAAS, private keys)."""
-    k = key.lower().removeprefix("kafka.")
-    return ("password" in k or "secret" in k or k.endswith("jaas.config") or k.endswith("basic.auth.user.info")
-            or k in {"ssl.key.pem", "ssl.keystore.key", "sasl.oauthbearer.config", "ssl.key"})
-
-
-def mask_secrets(config: Mapping[str, object]) -> dict[str, object]:
-    """A copy of ``config`` with every secret value replaced by ``********``."""
-    return {k: (MASK if is_secret(k) and v not in (None, "") else v) for k, v in config.items()}
 

@@ -7,16 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.clients import (
-    MASK,
-    JavaClientConfig,
-    is_secret,
-    librdkafka_config,
-    mask_secrets,
-    parse_jaas,
-    spark_kafka_options,
-    translate_librdkafka,
-)
+from replicator.model.clients import JavaClientConfig, librdkafka_config, spark_kafka_options, translate_librdkafka
+from replicator.model.jaas import parse_jaas
+from replicator.model.masking import MASK, is_secret, mask_secrets
 
 PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="mm2" password="s3cret";'
 SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="pw";'
