@@ -150,12 +150,13 @@ class ReplicatorService:
 
     @staticmethod
     def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
-        if fr.emitter is None:
+        syncs = fr.offset_syncs
+        if not syncs.enabled:
             log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
-                     "written", fr.name, fr.syncs_topic, fr.syncs_cluster)
+                     "written", fr.name, syncs.topic, syncs.cluster)
             return
-        adm = fr.source_admin if fr.syncs_cluster == fr.flow.source else fr.target_admin
-        ensure_internal_topic(adm, fr.syncs_cluster, fr.syncs_topic, fr.flow.offset_syncs_topic_replication_factor)
+        adm = fr.source_admin if syncs.cluster == fr.flow.source else fr.target_admin
+        ensure_internal_topic(adm, syncs.cluster, syncs.topic, fr.flow.offset_syncs_topic_replication_factor)
 
     def _start_flow(self, fr: FlowReplicator) -> None:
         fr.start_query()

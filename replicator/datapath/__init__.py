@@ -11,7 +11,8 @@
 * micro-batches over Spark's Kafka source (``--source kafka``, and exactly-once flows
   through ``eos_writer.py``): the rows reach the Python writer through Arrow.
 
-Every path writes MM2's offset-syncs from the delivery reports; ``flow.py`` runs one
-flow's query, ``app.py`` the Spark session all of them share; ``replicator.service``
-starts and stops them.
+Every path writes MM2's offset-syncs from the delivery reports (on micro-batches
+``offsetsyncs_writer.py`` turns a batch's runs into them); ``flow.py`` runs and
+supervises one flow's query, ``app.py`` the Spark session all of them share;
+``replicator.service`` starts and stops them.
 """

@@ -1,16 +1,16 @@
-"""One enabled flow A->B: its streaming query, its batches and its offset-syncs.
+"""One enabled flow A->B: its streaming query, started, supervised, restarted and stopped.
 
 The query reads in Spark's real-time mode (the default once caught up), in
 micro-batches over the direct source (a backlog first, or a flow that cannot run in
 real time), or over Spark's Kafka source (``--source kafka``, exactly-once flows);
-``realtime.choose_path`` decides. In micro-batches
-(``foreachBatch``) the executors write the batch's records and return where they
-landed as runs; the driver turns the runs into MM2 offset-syncs (MM2's emission
-rule, exact downstream offsets from the delivery reports), sends them together with
-the pending newest sync of every partition, and only then lets Spark commit the
+``realtime.choose_path`` decides. In micro-batches (``foreachBatch``) the executors
+write the batch's records and return where they landed as runs; the driver hands
+them to the flow's OffsetSyncWriter (replicator.datapath.offsetsyncs_writer), which
+counts them and writes their offset-syncs, and only then lets Spark commit the
 batch. A crash before the commit replays the batch: duplicates, never loss. In
 real-time mode the JVM writer writes the offset-syncs itself and this module only
-folds its counters into the stats and metrics.
+folds its counters into the stats and metrics. A failed query is restarted from
+its checkpoint after a backoff; a slow batch is reported with what it waits for.
 
 The source topic set is fixed per query (``assign``): the control plane creates
 mirror topics *before* their records can be read, then restarts the query with
@@ -34,11 +34,11 @@ from pathlib import Path
 from replicator.datapath import realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.isr import short_of_replicas
+from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
 from replicator.metrics import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
-from sparkmirror.errors import ClusterError, SparkmirrorError
-from replicator.kafkaclients import admin, client_conf, producer, watermarks
-from replicator.model.offsets import OffsetSyncEmitter
+from sparkmirror.errors import SparkmirrorError
+from replicator.kafkaclients import admin, client_conf, watermarks
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -131,12 +131,7 @@ class FlowReplicator:
         self.topics = topics
         self._resume_offsets = starting_offsets
         self.policy = flow.policy
-        self.syncs_cluster, self.syncs_topic = flow.offset_syncs_location
-        # emit.offset-syncs.enabled = false (KIP-1031): as in MM2, the offset-syncs topic is neither
-        # created nor written, so a source cluster where it cannot be created is fine.
-        self.emitter = OffsetSyncEmitter(flow.offset_lag_max) if flow.emit_offset_syncs_enabled else None
-        self.syncs_producer = producer(config, self.syncs_cluster, flow, **{
-            "enable.idempotence": True, "acks": "all", "linger.ms": 0}) if self.emitter is not None else None
+        self.offset_syncs = OffsetSyncWriter(config, flow)
         self.assignment: dict[str, int] = {}
         self.query = None
         self.stats = FlowStats()
@@ -321,10 +316,7 @@ class FlowReplicator:
             self._overrides_logged = True
             for note in overridden:
                 log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, note)
-        syncs_conf = None
-        if self.emitter is not None:
-            syncs_conf = dict(self.config.client_config(self.syncs_cluster, "producer", self.flow))
-            syncs_conf.update({"enable.idempotence": "true", "acks": "all", "linger.ms": "0"})
+        syncs_conf = self.offset_syncs.java_producer_config()
         topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
         try:
             limits = realtime.target_message_limits(admin(self.config, self.flow.target, self.flow),
@@ -346,7 +338,7 @@ class FlowReplicator:
         self.query = realtime.start_query(
             self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, target=self.flow.target, producer_config=producer_conf,
             syncs_producer_config=syncs_conf,
-            syncs_topic=self.syncs_topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
+            syncs_topic=self.offset_syncs.topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
             max_message_bytes=limits)
         metrics().started(self.name, self.partitions)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
@@ -713,42 +705,9 @@ class FlowReplicator:
         else:
             ddl = EOS_RUN_SCHEMA_DDL if self.flow.exactly_once else RUN_SCHEMA_DDL
             runs = df.mapInArrow(writer_fn, ddl).toArrow().to_pylist()
-        runs.sort(key=lambda r: (r["topic"], r["partition"], r["upstream_start"]))
-        syncs = []
-        records = nbytes = 0
-        max_latency = 0
-        for r in runs:
-            if r.get("lost"):
-                # The direct source found the start of its range already deleted on the source
-                # (retention or delete-records): the records are gone, say so loudly.
-                log.warning("flow %s batch %d: DATA LOSS: %d records of source cluster %s topic %s partition %d "
-                            "(offsets %d..%d) were deleted there before they were replicated; copying goes on "
-                            "from offset %d (raise retention on the source or replicate faster)", self.name,
-                            batch_id, r["lost"], self.flow.source, r["topic"], r["partition"], r["upstream_start"],
-                            r["upstream_start"] + r["lost"] - 1, r["upstream_start"] + r["lost"])
-                metrics().lost(self.name, r["lost"])
-                continue
-            if r.get("reset_from"):
-                # The direct source found the partition's end below the offset already copied.
-                log.warning("flow %s batch %d: source cluster %s topic %s partition %d was re-created or "
-                            "truncated: its end offset fell below offset %d, which the copy had reached; copying "
-                            "it again from its earliest offset %d, as MM2 does (records the old partition held "
-                            "from offset %d on were not copied)", self.name, batch_id, self.flow.source,
-                            r["topic"], r["partition"], r["reset_from"], r["upstream_start"], r["reset_from"])
-                continue
-            records += r["records"]
-            nbytes += r["bytes"]
-            max_latency = max(max_latency, r["max_latency_ms"])
-            if self.emitter is not None:
-                syncs.extend(self.emitter.record_run(r["topic"], r["partition"], r["upstream_start"],
-                                                     r["downstream_start"], r["records"]))
-        if self.emitter is not None:
-            syncs.extend(self.emitter.take_pending())
-        skipped = sum(r.get("skipped") or 0 for r in runs)
-        if skipped:
-            log.info("flow %s batch %d: %d records not written again: already in committed transactions on %s",
-                     self.name, batch_id, skipped, self.flow.target)
-        self._send_syncs(syncs)
+        batch = self.offset_syncs.read_runs(runs, batch_id)
+        self.offset_syncs.send(batch.syncs)
+        records, nbytes, max_latency, syncs = batch.records, batch.bytes, batch.max_latency_ms, batch.syncs
         retried = self._failed_task_attempts()
         if retried:
             log.warning("flow %s batch %d: %d Spark task attempts failed and were retried (a lost Python worker or "
@@ -806,31 +765,6 @@ class FlowReplicator:
         except Exception as exc:  # only a report; never fail a written batch over it
             log.debug("flow %s: task failure count unavailable: %s", self.name, exc)
             return 0
-
-    def _send_syncs(self, syncs) -> None:
-        if not syncs:
-            return
-        errors = []
-
-        def on_delivery(err, msg):
-            if err is not None:
-                errors.append(err)
-
-        for s in syncs:
-            while True:
-                try:
-                    # Partition 0, as MM2 writes it: MM2's OffsetSyncStore reads nothing else.
-                    self.syncs_producer.produce(self.syncs_topic, key=s.encode_key(), value=s.encode_value(),
-                                                partition=0, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    self.syncs_producer.poll(0.1)
-        left = self.syncs_producer.flush(60)
-        if errors or left:
-            raise ClusterError(
-                f"writing offset-syncs to {self.syncs_topic} failed: {errors[0] if errors else f'{left} not acknowledged'}",
-                cluster=self.syncs_cluster, topic=self.syncs_topic,
-            )
 
     def summary(self) -> str:
         st = self.stats
