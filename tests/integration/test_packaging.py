@@ -62,7 +62,8 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
     assert wheel.name.startswith(f"sparkmirror-{__version__}-py3-none-any")
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("replicator/cli.py", "monitor/service.py", "replicator/jvm/sparkmirror/MirrorForeachWriter.java",
-                 "monitor/exporters/page.py", "sparkmirror/metrics.py", "sparkmirror/webauth.py"):
+                 "monitor/exporters/page.py", "monitor/exporters/templates/page.html.j2", "sparkmirror/metrics.py",
+                 "sparkmirror/webauth.py"):
         assert must in names, f"{must} missing from {wheel.name}"
     # the run-time packages only: the dev tooling, tests and benchmarks stay in the checkout
     top_level = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
