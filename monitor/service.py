@@ -1,21 +1,36 @@
 """MonitorService: the coordinator that starts and stops every stage of the monitor.
 
-One service per mm2.properties. Starting it builds, in data-flow order:
+One service per mm2.properties. Data flows one way: the collectors write the
+MonitorState, the evaluator reads it into an Evaluation, the exporters read
+that; no stage calls into a later one.
+
+Making the service translates every cluster's client settings (a config problem
+stops the start, exit 2) and makes, without connecting anywhere: the MonitorState
+(which keeps the heartbeat latency samples only when the OpenTelemetry exporter
+will take them), the History behind the status page's charts, the Prometheus
+registry and the OpenTelemetry instruments. Both read the newest Evaluation when
+scraped or collected; the OTel exporter takes the state's latency samples then.
+
+``start()`` builds, in data-flow order:
 
 1. one ClusterClient per cluster (own threads) and the HealthCollector;
 2. per enabled flow A->B: the HeartbeatCollector (tail of A.heartbeats on B),
    the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
    (when the flow emits checkpoints; with RecordTimestamps for failover re-read
    spans), the RetentionCollector (source topics' retention settings), and the
-   EndOffsetCollector with the source cluster's LagProbe;
-3. the evaluator loop, which turns the MonitorState into an Evaluation every
-   interval (and on demand when a request finds the last one older than
-   ``positions_interval``);
-4. the exporters: Prometheus registry, OpenTelemetry instruments, and the
-   aiohttp server.
+   EndOffsetCollector with the source cluster's LagProbe; the tails start
+   reading, the other collectors run as tasks from step 3;
+3. a first evaluation, then the evaluator loop, which turns the MonitorState
+   into an Evaluation every interval (and on demand when a request finds the
+   last one older than ``positions_interval``);
+4. the aiohttp server (/metrics, /api/status, /api/history, the status page,
+   /healthz), and with ``--web-config-file`` the task that reloads it.
 
-``stop()`` undoes it in reverse. Nothing here blocks the event loop: every
-Kafka call happens in a cluster's threads.
+``stop()`` cancels the tasks (collector loops, evaluator loop, web config
+reload) and waits for them, closes the aiohttp server, stops the tails, shuts
+the cluster clients down and, last, the OpenTelemetry exporter, whose final
+export takes the latency samples kept until then. Nothing here blocks the event
+loop: every Kafka call happens in a cluster's threads.
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from monitor.collectors.timelag import LagProbe
 from monitor.collectors.timestamps import RecordTimestamps
 from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_steps
 from monitor.exporters.http import HttpSources, build_app
-from monitor.exporters.otel import OtelExporter
+from monitor.exporters.otel import OtelExporter, otel_exports
 from monitor.exporters.prometheus import build_registry
 from monitor.history import History
 from monitor.state import MonitorState
@@ -49,6 +64,10 @@ from sparkmirror.errors import SparkmirrorError
 from sparkmirror.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
+
+#: Heartbeat latency samples kept between two OTel collections (OTEL_METRIC_EXPORT_INTERVAL, default
+#: 60 s): one heartbeat a second per flow fills it in 60 s at 330 flows; about 2 MB when full.
+LATENCY_SAMPLES_KEPT = 20_000
 
 
 class MonitorService:
@@ -61,7 +80,9 @@ class MonitorService:
         # Client settings are translated now, so a config problem stops the start (exit 2).
         self._client_configs = {a: (librdkafka_client(config, a, "admin"), librdkafka_client(config, a, "consumer"))
                                 for a in aliases}
-        self.state = MonitorState(self.flows, aliases, window=options.window, sample_every=options.interval)
+        # Heartbeat latency samples are kept only when the OTel exporter will take them.
+        self.state = MonitorState(self.flows, aliases, window=options.window, sample_every=options.interval,
+                                  latency_samples=LATENCY_SAMPLES_KEPT if otel_exports(otel_readers) else 0)
         self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
                                           heartbeat_latency_warn=options.heartbeat_latency_warn,
                                           checkpoint_timeout=options.checkpoint_timeout,
@@ -74,8 +95,9 @@ class MonitorService:
         self.history = History(options.history_step)  # every evaluation, for the status page's charts
         self._evaluating: asyncio.Future | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
-        self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers)
-        self.state.latency_listeners.append(self.otel.record_latency)
+        samples = self.state.latency_samples
+        self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers,
+                                 latency_samples=samples.take if samples is not None else None)
         self.clients: dict[str, ClusterClient] = {}
         self._tails: list = []
         self._tasks: list[asyncio.Task] = []

@@ -2,14 +2,17 @@
 
 Collectors write here, the evaluator reads. All writes happen on the event-loop
 thread (threads hand their results over with ``loop.call_soon_threadsafe``), so
-nothing here needs a lock. The state keeps raw facts, per-partition sample
-windows for trend rules, and the monotonic counters (heartbeats, syncs, data
-lost, replicated records) that must survive from one evaluation to the next.
+nothing here needs a lock, except the heartbeat latency samples kept for the
+OpenTelemetry histogram (``LatencySamples``), which its reader's thread takes.
+The state keeps raw facts, per-partition sample windows for trend rules, and the
+monotonic counters (heartbeats, syncs, data lost, replicated records) that must
+survive from one evaluation to the next.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -104,6 +107,38 @@ class PartitionState:
     probe: Probe | None = None
     lost_through: int = -1                # data loss counted up to this offset (exclusive)
     window: deque[Sample] = field(default_factory=deque)
+
+
+class LatencySamples:
+    """Heartbeat latency samples, (flow, seconds), from one ``take()`` to the next: at most ``limit``.
+
+    A histogram that records each sample (OpenTelemetry's) cannot be rebuilt from the
+    cumulative bucket counts the Prometheus exporter reads, so its exporter takes the
+    samples themselves: each once, whatever thread it reads from. Samples that arrive
+    while ``limit`` of them wait are dropped and counted, and ``take()`` says how many.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._samples: list[tuple[str, float]] = []
+        self._dropped = 0
+        self.dropped_total = 0
+        self._lock = threading.Lock()
+
+    def add(self, flow: str, seconds: float) -> None:
+        with self._lock:
+            if len(self._samples) < self.limit:
+                self._samples.append((flow, seconds))
+            else:
+                self._dropped += 1
+                self.dropped_total += 1
+
+    def take(self) -> tuple[list[tuple[str, float]], int]:
+        """The samples since the last take, and how many were dropped since then."""
+        with self._lock:
+            taken, dropped = self._samples, self._dropped
+            self._samples, self._dropped = [], 0
+        return taken, dropped
 
 
 @dataclass
@@ -204,7 +239,8 @@ class MonitorState:
     """Everything collected so far, for every cluster and flow."""
 
     def __init__(self, flows: list[WatchedFlow], clusters: list[str], *, window: int = 10,
-                 sample_every: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+                 sample_every: float = 0.0, clock: Callable[[], float] = time.time,
+                 latency_samples: int = 0) -> None:
         self.clock = clock
         # Positions are read several times a second; the trend rules (STALL, growing lag) count
         # samples of a partition, taken at most once per ``sample_every`` (the status interval).
@@ -217,7 +253,9 @@ class MonitorState:
             # gaps, which transactions break (replicator.model.offsets.OffsetSyncStore).
             fs.sync_store = OffsetSyncStore(fs.watch.offset_lag_max, interpolate=not fs.watch.target_has_gaps)
         self.decode_errors: Counter = Counter()  # (cluster, topic, record_type) -> count
-        self.latency_listeners: list[Callable[[str, float], None]] = []
+        # Every heartbeat latency sample, until a reader takes them (the OTel exporter, when it
+        # exports: see LatencySamples); None when nothing reads them, so none are kept.
+        self.latency_samples = LatencySamples(latency_samples) if latency_samples > 0 else None
 
     # --- clusters -------------------------------------------------------------
     def cluster_ok(self, alias: str) -> None:
@@ -278,8 +316,8 @@ class MonitorState:
         hb.latency_sum += latency
         hb.latency_count += 1
         hb.last_latency = latency
-        for listener in self.latency_listeners:
-            listener(flow, latency)
+        if self.latency_samples is not None:
+            self.latency_samples.add(flow, latency)
 
     # --- offset syncs and checkpoints -------------------------------------------
     def add_sync(self, flow: str, sync: OffsetSync, timestamp_ms: int) -> None:

@@ -4,7 +4,12 @@ Every MetricSpec becomes one OTel instrument with the same name (counters
 without ``_total``, which an OTel->Prometheus path appends again), its UCUM
 unit and help text: gauges are observable gauges, counters observable
 counters (cumulative, read from the Evaluation like the Prometheus exporter),
-and the heartbeat latency is a real histogram fed by every latency sample.
+and the heartbeat latency is a real histogram fed by every latency sample. An
+OTel histogram records samples, not the cumulative bucket counts the Prometheus
+exporter reads, so the exporter takes the samples the state kept since its last
+read (``latency_samples``, ``monitor.state.LatencySamples``) whenever a reader
+collects: before any instrument is read, each sample once. Nothing pushes into
+the exporter.
 
 Export happens only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) is set; the standard OTEL_* variables
@@ -36,16 +41,24 @@ def otlp_configured(environ=os.environ) -> bool:
     return bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
 
 
+def otel_exports(readers: list[MetricReader] | None = None) -> bool:
+    """Whether an OtelExporter made with ``readers`` has any (the default: OTLP when configured)."""
+    return bool(readers) if readers is not None else otlp_configured()
+
+
 class OtelExporter:
     """OTel instruments over ``get_evaluation()``; ``readers`` default to OTLP when configured."""
 
     def __init__(self, get_evaluation: Callable[[], Evaluation | None], version: str = "",
-                 readers: list[MetricReader] | None = None) -> None:
+                 readers: list[MetricReader] | None = None,
+                 latency_samples: Callable[[], tuple[list[tuple[str, float]], int]] | None = None) -> None:
         self.get_evaluation = get_evaluation
+        self.latency_samples = latency_samples
+        self.latency_samples_dropped = 0
         self.version = version
         if readers is None:
             readers = []
-            if otlp_configured():
+            if otel_exports():
                 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
                 readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
@@ -69,9 +82,22 @@ class OtelExporter:
                 meter.create_observable_gauge(spec.base_name, callbacks=[self._callback(spec)], **kwargs)
 
     def record_latency(self, flow: str, seconds: float) -> None:
-        """State listener: one heartbeat latency sample."""
+        """One heartbeat latency sample into the histogram."""
         if self._latency is not None:
             self._latency.record(seconds, {"flow": flow})
+
+    def _take_latency_samples(self) -> None:
+        """Record the samples kept since the last read. Called by every observable callback: the SDK
+        runs those before it reads the instruments, so the samples count in this very collection."""
+        if self.latency_samples is None:
+            return
+        samples, dropped = self.latency_samples()
+        for flow, seconds in samples:
+            self.record_latency(flow, seconds)
+        if dropped:
+            self.latency_samples_dropped += dropped
+            log.warning("%d heartbeat latency samples are missing from the OpenTelemetry histogram: more arrived "
+                        "between two collections than are kept", dropped)
 
     def _by_spec(self) -> dict[str, list[tuple[tuple[str, ...], float]]]:
         ev = self.get_evaluation()
@@ -86,6 +112,7 @@ class OtelExporter:
 
     def _callback(self, spec: m.MetricSpec):
         def observe(_options: CallbackOptions):
+            self._take_latency_samples()
             return [Observation(value, dict(zip(spec.labels, labels)))
                     for labels, value in self._by_spec().get(spec.name, ())]
         return observe

@@ -7,6 +7,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
@@ -321,3 +322,74 @@ def test_the_direct_exposition_of_changed_figures_is_still_what_prometheus_clien
         state.record_offsets("a->b", rows, now + step)
         evaluations.append(evaluate(state, now + step, EvaluatorSettings(granularity="partition")))
         assert render(registry) == generate_latest(registry), step
+
+
+def _latency_points(reader) -> dict:
+    """flow -> the heartbeat latency histogram point of one collection."""
+    points, data = {}, reader.get_metrics_data()
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == metrics.HEARTBEAT_LATENCY.base_name:
+                    points.update({dp.attributes["flow"]: dp for dp in metric.data.data_points})
+    return points
+
+
+def test_the_otel_histogram_takes_every_latency_sample_from_the_state_once(monkeypatch):
+    """The state keeps the heartbeat latency samples; the OTel exporter takes them when a reader
+    collects. Nothing pushes into the exporter, and no sample is lost or counted twice."""
+    from monitor.service import MonitorService
+    from monitor.watch import MonitorOptions
+    from replicator.model.config import parse_config
+    from replicator.model.records import Heartbeat
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
+    config = parse_config("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+                          "A->B.enabled = true\n")
+    reader = InMemoryMetricReader()
+    service = MonitorService(config, MonitorOptions(), otel_readers=[reader])
+    now = 1_800_000_000.0
+
+    def beats(*latencies: float) -> None:
+        for latency in latencies:
+            service.state.add_heartbeat("A->B", Heartbeat("A", "B", int(now * 1000)), now + latency)
+
+    assert "A->B" not in _latency_points(reader)  # nothing yet
+    beats(0.25, 0.5, 4.0)
+    hist = _latency_points(reader)["A->B"]
+    assert hist.count == 3 and hist.sum == pytest.approx(4.75)
+    assert _latency_points(reader)["A->B"].count == 3  # read again: the same samples, not counted twice
+    beats(0.125)
+    # a heartbeat without an append time has no latency: no sample
+    service.state.add_heartbeat("A->B", Heartbeat("A", "B", int(now * 1000)), None)
+    hist = _latency_points(reader)["A->B"]
+    assert hist.count == 4 and hist.sum == pytest.approx(4.875)
+    # the Prometheus side reads the same samples from the evaluation's cumulative buckets
+    assert service.evaluate_now().flows[0].heartbeat.latency_count == 4
+    service.otel.shutdown()
+    # without an OTel reader nothing takes the samples, so the state keeps none
+    assert MonitorService(config, MonitorOptions()).state.latency_samples is None
+
+
+def test_latency_samples_beyond_the_limit_are_dropped_counted_and_logged(caplog):
+    from monitor.state import LatencySamples
+
+    ev, _ = evaluation()
+    kept = LatencySamples(limit=2)
+    reader = InMemoryMetricReader()
+    otel = OtelExporter(lambda: ev, "1.2.3", readers=[reader], latency_samples=kept.take)
+    for seconds in (0.5, 1.0, 2.0, 4.0, 8.0):
+        kept.add(FLOW, seconds)
+    with caplog.at_level("WARNING", logger="monitor.exporters.otel"):
+        hist = _latency_points(reader)[FLOW]
+        assert hist.count == 2 and hist.sum == pytest.approx(1.5)  # the first two; three dropped
+        assert otel.latency_samples_dropped == 3 and kept.dropped_total == 3
+        ours = [r for r in caplog.records if r.name == "monitor.exporters.otel"]
+        assert [r.getMessage() for r in ours] == [
+            "3 heartbeat latency samples are missing from the OpenTelemetry histogram: more arrived between two "
+            "collections than are kept"]
+        kept.add(FLOW, 0.25)  # room again after the collection took them
+        assert _latency_points(reader)[FLOW].count == 3
+        assert len([r for r in caplog.records if r.name == "monitor.exporters.otel"]) == 1
+    otel.shutdown()
