@@ -32,6 +32,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions,
                                    ResourcePatternType, ResourceType)
 
+from replicator.model.offsets import OffsetSyncStore
 from replicator.model.records import Checkpoint, OffsetSync
 from tests.support.kafka import consume_all, create_topic
 from tests.support.replicator import Replicator, write_config
@@ -418,26 +419,34 @@ def test_failover_drill(run):
     for q in range(PARTITIONS):
         sent[q] += more[q]
 
-    # After a checkpoint interval: checkpoints for both groups, the idle one synced to dr.
-    def checkpointed():
+    # Failover comes once dr holds every committed drill record. A checkpoint is as precise as
+    # the offset-syncs of the records replicated when it was emitted: while the replicator is
+    # behind (under load the first copy of the drill records can take seconds), a group
+    # committed past the copied records translates to the last copied one, and the next
+    # checkpoints refine it once the syncs of the rest are written.
+    def mirrored():
+        c = Consumer({"bootstrap.servers": dr, "group.id": f"ends-{u}"})
+        try:
+            return all(c.get_watermark_offsets(TopicPartition(remote, q), timeout=10)[1] >= len(sent[q])
+                       for q in range(PARTITIONS))
+        finally:
+            c.close()
+
+    _wait(mirrored, 120, "all committed drill records on dr", rep)
+
+    # The drill acts on converged checkpoints: for every committed offset, the checkpoint is the
+    # translation over every offset-sync now in the topic (the checkpoint emitter's own rule; how
+    # precise that is, the read-back below measures record by record).
+    def converged():
+        store = OffsetSyncStore(LAG_MAX)
+        for m in consume_all(primary, "mm2-offset-syncs.dr.internal", timeout=20):
+            store.add(OffsetSync.decode(m.key(), m.value()))
         cps = _checkpoints(dr)
-        ok = all((cps.get((g, remote, p)) or Checkpoint(g, remote, p, -1, -1)).upstream_offset == o
-                 for g, offs in committed.items() for p, o in offs.items())
-        return cps if ok else None
+        return all((cps.get((g, remote, p)) or Checkpoint(g, remote, p, -1, -1)).downstream_offset
+                   == store.translate(topic, p, o)
+                   for g, offs in committed.items() for p, o in offs.items())
 
-    _wait(checkpointed, 120, "checkpoints of both drill groups", rep)
-
-    # A checkpoint is as precise as the offset-syncs its emitter has read: one emitted while the
-    # syncs of the newest records were still on their way is refined by the next ones. A failover
-    # drill acts on the settled checkpoints: the same ones on two reads a few intervals apart.
-    def settled():
-        def drill(cps):
-            return {k: v for k, v in cps.items() if k[0] in committed}
-        before = drill(_checkpoints(dr))
-        time.sleep(5)
-        return before == drill(_checkpoints(dr))
-
-    _wait(settled, 60, "the drill groups' checkpoints to settle", rep)
+    _wait(converged, 120, "checkpoints of both drill groups translating over every offset-sync", rep)
 
     def synced():
         cps = _checkpoints(dr)
@@ -454,15 +463,6 @@ def test_failover_drill(run):
     assert _committed(dr, applied_group, remote, PARTITIONS) == {}
 
     # Failover: the source side is gone; the replicator stops cleanly, the dr consumer too.
-    def mirrored():
-        c = Consumer({"bootstrap.servers": dr, "group.id": f"ends-{u}"})
-        try:
-            return all(c.get_watermark_offsets(TopicPartition(remote, q), timeout=10)[1] >= len(sent[q])
-                       for q in range(PARTITIONS))
-        finally:
-            c.close()
-
-    _wait(mirrored, 120, "all committed drill records on dr", rep)
     assert rep.terminate() == 0
     squatter.close()
 
