@@ -2,7 +2,8 @@
 
 ``InternalTopicReader`` reads one internal topic from a start position up to the
 end it had when asked, and remembers where it stopped, so a caller can catch up
-again later. The checkpoint loop, ``sparkmirror translate`` and ``sparkmirror
+again later: a record written meanwhile is read by the next round, never lost
+between two rounds or read twice. The checkpoint loop, ``sparkmirror translate`` and ``sparkmirror
 inspect`` use it.
 
 ``OffsetSyncsReader`` feeds a flow's offset-syncs topic into an OffsetSyncStore
@@ -148,16 +149,22 @@ class InternalTopicReader:
                                                topic=self.topic)
                         continue
                     p, offset = msg.partition(), msg.offset()
+                    if offset >= ends[p]:
+                        # Written after this round's ends were read: the next round reads it
+                        # (the position stays before it; moving past it would lose it for good).
+                        todo.discard(p)
+                        continue
                     self._positions[p] = offset + 1
-                    if offset < ends[p]:
-                        yield RawRecord(p, offset, msg.timestamp()[1], msg.key(), msg.value())
+                    yield RawRecord(p, offset, msg.timestamp()[1], msg.key(), msg.value())
                     if self._positions[p] >= ends[p]:
                         todo.discard(p)
                 # Compaction can leave the last offsets before the end empty: ask where we are.
                 if todo:
                     for tp in self._consumer.position([TopicPartition(self.topic, p) for p in todo]):
                         if tp.offset >= 0:
-                            self._positions[tp.partition] = max(self._positions[tp.partition], tp.offset)
+                            # never past this round's end: what lies beyond is the next round's
+                            self._positions[tp.partition] = max(self._positions[tp.partition],
+                                                                min(tp.offset, ends[tp.partition]))
                             if tp.offset >= ends[tp.partition]:
                                 todo.discard(tp.partition)
         finally:
