@@ -134,6 +134,9 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         "emit.heartbeats.interval.seconds": "1", "emit.checkpoints.interval.seconds": "1",
         "refresh.topics.interval.seconds": "5", "refresh.groups.interval.seconds": "5",
         "sync.topic.acls.enabled": "false", "offset.lag.max": str(LAG_MAX), "tasks.max": "1",
+        # MM2 writes the offset-sync of a copy without gaps only when it commits its source
+        # offsets (a delayed sync, promoted at commit): every half second, not every minute
+        "offset.flush.interval.ms": "500",
         **single_node_settings(),
     }
     admin_dr = AdminClient({"bootstrap.servers": dr})
@@ -157,8 +160,16 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         _wait(lambda: f"primary.{topic}" in _topics(admin_dr)
               and sum(_ends(dr, f"primary.{topic}", 2).values()) >= FIRST, 180, "MM2's first copy", mm2.running)
         _wait(lambda: len(_newest_checkpoints(dr, group)) == 2, 120, "MM2's checkpoint task", mm2.running)
-        produce(primary, topic, records[FIRST:])
-        _wait(lambda: sum(_ends(dr, f"primary.{topic}", 2).values()) >= 2 * FIRST, 180, "MM2's copy", mm2.running)
+        # The second half in five steps, each copied and committed by MM2 before the next, so MM2
+        # holds syncs inside it (every 20 records a partition): a newer checkpoint of the group
+        # translates past the early one's downstream offset, and MM2 writes a checkpoint only then.
+        # (Written at once, its only sync there could be the last record's, beyond the group.)
+        step = (len(records) - FIRST) // 5
+        for start in range(FIRST, len(records), step):
+            produce(primary, topic, records[start:start + step])
+            _wait(lambda: sum(_ends(dr, f"primary.{topic}", 2).values()) >= start + step, 180, "MM2's copy",
+                  mm2.running)
+            time.sleep(1.5)  # at least two of MM2's offset commits: the step's last sync is written
         # The group commits while MM2 runs.
         commit(COMMITTED)
         try:
