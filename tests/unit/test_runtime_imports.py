@@ -27,12 +27,14 @@ def _is_devenv(module: str) -> bool:
 
 
 def _wheel_packages() -> list[str]:
-    """The top-level packages setuptools puts in the wheel: the checkout's folders that
-    ``[tool.setuptools.packages.find]`` includes (its patterns match dotted package names,
-    so a top-level folder is in when its name matches)."""
+    """The top-level packages setuptools puts in the wheel: the checkout's packages (folders
+    with an ``__init__.py``, not e.g. the ``sparkmirror.egg-info`` an editable install leaves)
+    that ``[tool.setuptools.packages.find]`` includes (its patterns match dotted package
+    names, so a top-level folder is in when its name matches)."""
     find = PYPROJECT["packages"]["find"]
     return sorted(d.name for d in ROOT.iterdir()
-                  if d.is_dir() and any(fnmatchcase(d.name, p) for p in find.get("include", ["*"]))
+                  if (d / "__init__.py").is_file()
+                  and any(fnmatchcase(d.name, p) for p in find.get("include", ["*"]))
                   and not any(fnmatchcase(d.name, p) for p in find.get("exclude", ())))
 
 
