@@ -63,11 +63,17 @@ def test_records_written_after_a_rounds_end_are_read_by_the_next_round(kafka_clu
 
 
 def test_the_checkpoints_syncs_reader_keeps_every_sync_written_during_a_round(kafka_clusters, unique, tmp_path):
-    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
-    config = load_config(write_config(tmp_path / "mm2.properties", primary, dr,
-                                      {"offset-syncs.topic.location": "source"}))
-    flow = config.flow("primary", "dr")
+    # aliases of this test's own for the session's two clusters: an offset-syncs topic no other
+    # test writes to (mm2-offset-syncs.<target alias>.internal)
+    src, dst = f"src{unique}", f"dst{unique}"
+    (tmp_path / "mm2.properties").write_text(
+        f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {kafka_clusters.primary.bootstrap}\n"
+        f"{dst}.bootstrap.servers = {kafka_clusters.dr.bootstrap}\n{src}->{dst}.enabled = true\n")
+    config = load_config(tmp_path / "mm2.properties")
+    flow = config.flow(src, dst)
     reader = OffsetSyncsReader(config, flow)
+    primary = kafka_clusters.primary.bootstrap
+    assert reader.cluster == src and reader.topic == f"mm2-offset-syncs.{dst}.internal"
     topic = reader.topic
     create_topic(primary, topic, 1)
     _write_syncs(primary, topic, range(0, 1000, 10))
