@@ -15,7 +15,12 @@ source:
   or after U, read from the source by ``monitor.collectors.timestamps``.
 - U > C: the checkpoint is ahead of the group (its offsets were reset back
   after the checkpoint): the records in [C, U) that it has not consumed would
-  be skipped: data lost for the group (``would-skip``).
+  be skipped: data lost for the group (``would-skip``). Only when the
+  checkpoint was read before the committed offsets were: committed offsets are
+  read every ``--groups-interval`` (30 s by default), checkpoints arrive every
+  few seconds, and a checkpoint newer than the read carries a committed offset
+  the group reached after it (MM2 checkpoints what the group committed). Then
+  U stands in for C until the next read, which tells a reset from progress.
 - D > the mirror partition's end offset: the checkpoint points past what is on
   the target (mirror truncated or re-created): ``past-target-end``.
 - no checkpoint: ``no-checkpoint``; or ``behind-offset-syncs`` when C is older
@@ -121,6 +126,9 @@ def _partition(fs: FlowState, topic: str, partition: int, committed: int,
             topic, partition, committed, downstream, None, None, 0, PAST_TARGET_END,
             f"{where}: the checkpoint points at target offset {downstream}, past the end of the mirror "
             f"partition ({target_end}; truncated or re-created?)")
+    newer = fs.groups_read_started is not None and record.received_at > fs.groups_read_started
+    if upstream > committed and newer:
+        committed = upstream  # the group got there after the read: not a reset (see the module docstring)
     if upstream > committed:
         skipped = upstream - committed
         return PartitionFailover(

@@ -175,6 +175,7 @@ class TopicRetention:
 class CheckpointRecord:
     checkpoint: Checkpoint
     timestamp_ms: int
+    received_at: float = 0.0  # the monitor's clock when it read the checkpoint
 
 
 @dataclass
@@ -200,6 +201,9 @@ class FlowState:
     # Per partition: the newest offset-syncs as (upstream, downstream, record time in seconds).
     recent_syncs: dict[TopicPartition, deque[tuple[int, int, float]]] = field(default_factory=dict)
     groups_read_at: float | None = None
+    # When the read behind ``group_offsets`` began: a checkpoint read after it may carry a newer
+    # committed offset than the one read (monitor.readiness).
+    groups_read_started: float | None = None
     lost_total: Counter = field(default_factory=Counter)  # topic -> offsets lost
     retention: dict[str, TopicRetention] = field(default_factory=dict)  # source topic -> its settings
     # (topic, partition, offset) -> timestamp (ms) of the first source record at or after the
@@ -339,13 +343,17 @@ class MonitorState:
         state = self.flows[flow]
         state.checkpoints_topic_present = True
         key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
-        state.checkpoints[key] = CheckpointRecord(checkpoint, timestamp_ms)
+        state.checkpoints[key] = CheckpointRecord(checkpoint, timestamp_ms, self.clock())
 
-    def set_group_offsets(self, flow: str, offsets: dict[str, dict[TopicPartition, int]]) -> None:
+    def set_group_offsets(self, flow: str, offsets: dict[str, dict[TopicPartition, int]],
+                          read_started: float | None = None) -> None:
+        """The committed offsets of the flow's groups, read from the source; ``read_started``: when
+        the read began (default now)."""
         state = self.flows[flow]
         now = self.clock()
         state.group_offsets = offsets
         state.groups_read_at = now
+        state.groups_read_started = now if read_started is None else read_started
         for group in offsets:
             state.group_first_seen.setdefault(group, now)
         for group in list(state.group_first_seen):

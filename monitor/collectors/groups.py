@@ -37,6 +37,7 @@ class GroupOffsetCollector:
                               f"reading consumer-group offsets for {self.flow.name} failed", log)
 
     async def refresh(self) -> None:
+        started = self.state.clock()
         groups = await self.source.call(self.source.consumer_groups)
         groups = [g for g in groups if self.flow.watches_group(g, self.options.group_filter)]
         committed = await self.source.call(self.source.committed_offsets, groups) if groups else {}
@@ -46,6 +47,6 @@ class GroupOffsetCollector:
             mine = {key: offset for key, offset in parts.items() if key in watched}
             if mine:
                 offsets[group] = mine
-        self.state.set_group_offsets(self.flow.name, offsets)
+        self.state.set_group_offsets(self.flow.name, offsets, started)
         if self.timestamps is not None:
             await self.timestamps.refresh(self.flow.name)

@@ -10,7 +10,11 @@ One MM2 and one monitor, started in that order against an empty topic:
   changes. A group committed between two offset-syncs gets an imprecise
   checkpoint (one past the older sync), and no newer one while it stays idle or
   moves on without passing the next sync: neither is stale, however old the
-  checkpoint gets. Once the group passes a sync, MM2 checkpoints it again.
+  checkpoint gets. Once the group passes a sync, MM2 checkpoints it again;
+- a group that keeps consuming and committing, read every 8 s by a second
+  monitor while MM2 checkpoints it every second: its checkpoints run ahead of
+  the committed offset last read, and no failover summary may call that
+  "would skip" (it is progress, not an offset reset).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from devenv.mm2 import MirrorMaker2, single_node_settings
 from replicator.model.records import OffsetSync
 from tests.support.kafka import create_topic
-from tests.support.monitor import RunningMonitor, produce_raw, sample
+from tests.support.monitor import CommittingGroup, RunningMonitor, false_skips, produce_raw, sample
 
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
 
@@ -61,7 +65,7 @@ def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
 def test_healthy_mm2_start_up_and_checkpoints_read_true(kafka_clusters, tmp_path, unique):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     p, d = f"p{unique}", f"d{unique}"
-    topic, group = f"ledger-{unique}", f"audit-{unique}"
+    topic, group, live = f"ledger-{unique}", f"audit-{unique}", f"live-{unique}"
     create_topic(primary, topic, partitions=1)
     mm2 = MirrorMaker2({
         "clusters": f"{p}, {d}",
@@ -69,7 +73,7 @@ def test_healthy_mm2_start_up_and_checkpoints_read_true(kafka_clusters, tmp_path
         f"{d}.bootstrap.servers": dr,
         f"{p}->{d}.enabled": "true",
         f"{p}->{d}.topics": topic,
-        f"{p}->{d}.groups": group,
+        f"{p}->{d}.groups": f"{group}, {live}",
         f"{d}->{p}.enabled": "false",
         "emit.heartbeats.interval.seconds": "1",
         "emit.checkpoints.interval.seconds": "1",
@@ -144,3 +148,25 @@ def test_healthy_mm2_start_up_and_checkpoints_read_true(kafka_clusters, tmp_path
             commit(primary, group, topic, newer + 1)
             g, gp = mon.wait_for(lambda s: checkpointed(s, newer + 1), 60, "MM2's next checkpoint")
             assert g["status"] == "OK" and gp["state"] == "ok", g
+
+            # A group that keeps committing, and a monitor that reads committed offsets every 8 s.
+            with RunningMonitor(mm2.config_file, interval=0.5, groups_interval=8.0, metadata_interval=30.0,
+                                heartbeat_timeout=5.0) as slow, CommittingGroup(primary, live, topic) as reader:
+                def live_checkpoints(s):
+                    g = next((g for g in s["flows"][0]["groups"] if g["group"] == live), None)
+                    return g and g["partitions"] and g["partitions"][0]["checkpoint_upstream"]
+
+                n, skips, upstreams = 300, [], set()
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and len(upstreams) < 12:
+                    produce_raw(primary, topic, [{"value": b"v%d" % i} for i in range(n, n + 40)])
+                    n += 40
+                    s = slow.status()
+                    skips.extend(false_skips(s, f"{p}->{d}"))
+                    if live_checkpoints(s):
+                        upstreams.add(live_checkpoints(s))
+                    time.sleep(0.5)
+                assert mm2.running(), f"MM2 exited; see {mm2.log_file}"
+                # MM2 checkpointed the group at a dozen different offsets between the monitor's reads
+                assert len(upstreams) >= 12 and reader.commits > 20, (upstreams, reader.commits)
+                assert not skips, skips

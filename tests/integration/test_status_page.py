@@ -2,8 +2,11 @@
 
 A real replicator (``sparkmirror replicate``) copies a unique topic between the
 session clusters while a producer keeps writing to it (most to partition 0, least
-to 2) and a consumer group commits on the source, so the replicator checkpoints
-it; a real ``sparkmirror monitor`` process watches the flow. The test keeps the
+to 2) and consumer groups commit on the source, so the replicator checkpoints
+them; a real ``sparkmirror monitor`` process watches the flow. One group keeps
+consuming and committing: its checkpoints arrive every second while the monitor
+reads committed offsets every 6 s, and no failover summary may say it would
+skip records (a checkpoint newer than the committed offset read is progress). The test keeps the
 page open (fetches it every second, as the page's own refresh would) while a
 burst is produced, then lets headless Chromium load the page, run its script for
 a few seconds of virtual time and dump the DOM, and checks what a person would
@@ -32,7 +35,8 @@ from monitor.history import History
 from replicator.model.records import Checkpoint
 from tests.support.chromium import Chromium, require_chromium
 from tests.support.kafka import create_topic
-from tests.support.monitor import RunningMonitor, commit_group, flow_of, produce_raw, replication_config
+from tests.support.monitor import (CommittingGroup, RunningMonitor, commit_group, false_skips, flow_of, produce_raw,
+                                   replication_config)
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator
 
@@ -114,7 +118,7 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
     # it; the real-time path copies the burst within a second, too soon to catch the table.
     rep = Replicator(config, tmp_path / "checkpoints", tmp_path / "replicator.log",
                      extra_args=["--data-path", "micro-batch"]).start()
-    monitor = MonitorProcess(tmp_path / "monitor", config, "--interval", "1", "--groups-interval", "1",
+    monitor = MonitorProcess(tmp_path / "monitor", config, "--interval", "1", "--groups-interval", "6",
                              "--metadata-interval", "2", "--heartbeat-timeout", "10",
                              "--history-step", "1", "--topics", topic)
     try:
@@ -124,6 +128,7 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
                          and f["groups"], 180, "a caught-up flow with live heartbeats and the group's checkpoints")
 
         seen: list[int] = []
+        skips: list[str] = []
 
         def view(seconds: float) -> None:
             """Someone has the page open: it is fetched every second, as its own script would."""
@@ -131,9 +136,14 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
             while time.monotonic() < deadline:
                 with urllib.request.urlopen(monitor.url + "/?fragment=1", timeout=10) as resp:
                     seen.append(shown_lag(resp.read().decode(), flow))
+                skips.extend(false_skips(monitor.status(), flow))
                 time.sleep(1)
 
-        with SteadyTraffic(primary, topic):
+        with SteadyTraffic(primary, topic), CommittingGroup(primary, f"live-{unique}", topic) as live:
+            monitor.wait_for(lambda s: any(g["group"] == live.group and g["partitions"]
+                                           and all(p["checkpoint_upstream"] is not None for p in g["partitions"])
+                                           for g in flow_of(s, flow)["groups"]), 60,
+                             "checkpoints of the committing group")
             view(4)
             burst_ms = int(time.time() * 1000)
             produce_raw(primary, topic, [{"key": b"b%d" % i, "value": b"x" * 200, "partition": p, "timestamp": burst_ms}
@@ -145,10 +155,12 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
             shot = browser.screenshot(monitor.url + "/", artifacts_dir / "status-page.png", 1280, 900,
                                       virtual_time_ms=4000)
         (artifacts_dir / "status-page.html").write_text(dom)
+        assert live.commits > 10
     finally:
         rep.terminate()
         monitor.stop()
 
+    assert not skips, skips  # the live group kept committing: no failover would skip anything
     text = text_of(dom)
     # the page's script ran and swapped in fresh figures (the CSP let exactly it run)
     live = re.search(r'<span id="live"[^>]*data-refreshes="(\d+)"', dom)

@@ -219,5 +219,53 @@ def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
         consumer.close()
 
 
+class CommittingGroup:
+    """A consumer group that reads ``topic`` and commits every ``every`` seconds in a thread, as
+    an application keeping up with the topic does (``with CommittingGroup(...) as g:``)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, every: float = 0.3) -> None:
+        self.bootstrap, self.group, self.topic, self.every = bootstrap, group, topic, every
+        self.commits = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe([self.topic])
+            last = time.monotonic()
+            while not self._stop.is_set():
+                consumer.poll(0.1)
+                if time.monotonic() - last >= self.every:
+                    last = time.monotonic()
+                    try:
+                        consumer.commit(asynchronous=False)
+                        self.commits += 1
+                    except KafkaException as exc:
+                        if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing consumed since the last
+                            raise
+        except BaseException as exc:  # reported by __exit__
+            self.errors.append(exc)
+        finally:
+            consumer.close()
+
+    def __enter__(self) -> "CommittingGroup":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self.errors, self.errors
+
+
+def false_skips(status: dict, flow: str) -> list[str]:
+    """Failover summaries of ``flow``'s groups that say a failover would skip records."""
+    return [g["failover"]["summary"] for g in flow_of(status, flow)["groups"]
+            if g.get("failover") and "would-skip" in g["failover"]["blockers"]]
+
+
 def flow_of(status: dict, name: str) -> dict:
     return next(f for f in status["flows"] if f["name"] == name)

@@ -118,6 +118,27 @@ def test_group_behind_its_checkpoint_would_skip_unconsumed_records():
     assert exported(run(state, clock))[(m.FAILOVER_SKIPPED_RECORDS.name, (FLOW, "rewound"))] == 30.0
 
 
+def test_a_checkpoint_newer_than_the_committed_offset_read_is_progress_not_a_reset():
+    # Committed offsets are read every 30 s, checkpoints arrive every few seconds: a group that
+    # keeps committing is checkpointed past the offset last read. That is not "would skip".
+    state, clock = make_state()
+    replicated(state, clock)
+    checkpoint(state, "busy", 40, 40)
+    state.set_group_offsets(FLOW, {"busy": {("orders", 0): 40}}, read_started=clock.now - 0.2)
+    clock.now += 3
+    checkpoint(state, "busy", 70, 70)  # the group committed 70 after the read
+    g = groups_of(run(state, clock))["busy"]
+    assert (g.failover.ready, g.failover.blockers, g.failover.skipped_records) == (True, [], 0)
+    assert g.failover.summary == "can fail over now: nothing to re-read"
+    assert g.status == "OK"
+    # The next read tells progress from a reset: the group is back at 40 after the checkpoint.
+    clock.now += 1
+    state.set_group_offsets(FLOW, {"busy": {("orders", 0): 40}}, read_started=clock.now - 0.2)
+    g = groups_of(run(state, clock))["busy"]
+    assert (g.failover.blockers, g.failover.skipped_records) == (["would-skip"], 30)
+    assert g.status == "WARN"
+
+
 def test_group_behind_the_offset_sync_window_cannot_get_a_checkpoint():
     state, clock = make_state()
     # The oldest sync the monitor knows is at upstream 60: committed offset 50 cannot be translated.
