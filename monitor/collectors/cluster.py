@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
 from sparkmirror import logsetup
+from sparkmirror.adminproc import AdminProcess, AdminProcessDied, AdminProcessError
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
         return getattr(err, "str", lambda: str(err))()
+    if isinstance(exc, AdminProcessError):
+        return str(exc)
     if isinstance(exc, TimeoutError) or type(exc).__name__ == "TimeoutError":
         return "request timed out"
     return f"{type(exc).__name__}: {exc}"
@@ -117,6 +120,8 @@ class ClusterClient:
         self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe",
                                                   initializer=stamp)
         self._admin: AdminClient | None = None
+        # group requests, which can abort the process they run in (sparkmirror.adminproc)
+        self._groups_admin = AdminProcess(self._admin_config, f"cluster {alias}")
         self._offsets_consumers: dict[str, Consumer] = {}  # isolation level -> consumer for ListOffsets
         self._lock = threading.Lock()
 
@@ -143,6 +148,7 @@ class ClusterClient:
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._probe_executor.shutdown(wait=False, cancel_futures=True)
+        self._groups_admin.close()
 
     # --- clients (called from this cluster's threads) ------------------------------
     def admin(self) -> AdminClient:
@@ -258,19 +264,27 @@ class ClusterClient:
         return sorted(g.group_id for g in result.valid)
 
     def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
-        """Committed offsets of each group (one OffsetFetch per group, sent together)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """Committed offsets of each group (one OffsetFetch per group, sent together), asked in a
+        child process (see sparkmirror.adminproc); once more with a fresh one if librdkafka aborted it."""
+        try:
+            return self._groups_admin.call(_committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
+        except AdminProcessDied:
+            return self._groups_admin.call(_committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
 
-        admin = self.admin()
-        futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
-                                                        request_timeout=self.timeout)[g] for g in groups}
-        deadline = time.monotonic() + self.timeout + 1
-        out: dict[str, dict[tuple[str, int], int]] = {}
-        for group, future in futures.items():
-            result = future.result(max(0.1, deadline - time.monotonic()))
-            out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                          if tp.error is None and tp.offset >= 0}
-        return out
+
+def _committed_offsets(admin: AdminClient, groups: list[str], timeout: float) -> dict[str, dict[tuple[str, int], int]]:
+    """ClusterClient.committed_offsets, run in the AdminProcess child."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
+                                                    request_timeout=timeout)[g] for g in groups}
+    deadline = time.monotonic() + timeout + 1
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for group, future in futures.items():
+        result = future.result(max(0.1, deadline - time.monotonic()))
+        out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                      if tp.error is None and tp.offset >= 0}
+    return out
 
 
 class HealthCollector:

@@ -1,0 +1,80 @@
+"""Group requests in a child process survive librdkafka aborting it (sparkmirror.adminproc).
+
+librdkafka aborts the process when a group coordinator's connection drops under an Admin
+API group request (confluentinc/librdkafka#4605): on three-broker clusters it killed the
+monitor when the broker leading __consumer_offsets died. The monitor now asks committed
+offsets through an AdminProcess. Here a real child process is aborted (SIGABRT, as
+librdkafka's failed assertion does) between requests and in the middle of one, against the
+real session brokers: the caller gets one clear error at most, the next request starts a
+fresh child and answers right.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from monitor.collectors.cluster import ClusterClient, describe
+from sparkmirror.adminproc import AdminProcess, AdminProcessDied, AdminProcessError
+from tests.support.kafka import create_topic
+from tests.support.monitor import commit_group
+
+pytestmark = pytest.mark.kafka
+
+
+def _abort_now(admin) -> None:
+    os.abort()  # what librdkafka's failed assertion does to the process
+
+
+def _cluster_id(admin) -> str:
+    return admin.describe_cluster(request_timeout=10).result(11).cluster_id
+
+
+def _raise_kafka_error(admin) -> None:
+    raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "not allowed to describe group g"))
+
+
+def test_committed_offsets_come_from_a_child_that_is_replaced_when_it_aborts(kafka_clusters, unique):
+    primary = kafka_clusters.primary.bootstrap
+    topic, group = f"orders-{unique}", f"billing-{unique}"
+    create_topic(primary, topic, partitions=2)
+    commit_group(primary, group, topic, {0: 7, 1: 3})
+    client = ClusterClient("p", {"bootstrap.servers": primary}, {"bootstrap.servers": primary}, state=None)
+    try:
+        want = {group: {(topic, 0): 7, (topic, 1): 3}}
+        assert client.committed_offsets([group]) == want
+        child = client._groups_admin.pid()
+        assert child is not None and child != os.getpid()
+        # aborted between two requests: the next one is answered by a new child
+        os.kill(child, signal.SIGABRT)
+        assert client.committed_offsets([group]) == want
+        assert client._groups_admin.pid() not in (None, child)
+        assert client._groups_admin.restarts == 1
+    finally:
+        client.shutdown()
+    assert client._groups_admin.pid() is None
+
+
+def test_an_abort_mid_request_is_one_clear_error_and_the_next_request_works(kafka_clusters, caplog):
+    proc = AdminProcess({"bootstrap.servers": kafka_clusters.primary.bootstrap}, "cluster primary")
+    try:
+        cluster_id = proc.call(_cluster_id)
+        with pytest.raises(AdminProcessDied) as died:
+            proc.call(_abort_now)
+        message = describe(died.value)
+        assert "cluster primary" in message and "signal SIGABRT" in message and "librdkafka#4605" in message
+        assert any(message in r.getMessage() for r in caplog.records)  # said once, as a warning
+        assert proc.call(_cluster_id) == cluster_id
+        # an error raised in the child is the caller's error, with its Kafka code; the child lives on
+        pid = proc.pid()
+        with pytest.raises(AdminProcessError) as failed:
+            proc.call(_raise_kafka_error)
+        assert not isinstance(failed.value, AdminProcessDied)
+        assert failed.value.code == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert "not allowed to describe group g" in str(failed.value)
+        assert proc.pid() == pid and proc.restarts == 1
+    finally:
+        proc.close()
