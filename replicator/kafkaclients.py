@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from sparkmirror.adminproc import AdminProcess
 from sparkmirror.logsetup import LibrdkafkaLog
 from replicator.model.clients import librdkafka_config
 from replicator.model.config import FlowConfig, MM2Config
@@ -58,6 +59,12 @@ def admin(config: MM2Config, alias: str, flow: FlowConfig | None = None):
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(client_conf(config, alias, "admin", flow))
+
+
+def group_admin(config: MM2Config, alias: str, flow: FlowConfig | None = None) -> AdminProcess:
+    """An AdminClient in a child process, for consumer-group requests: librdkafka can abort the
+    process they run in (sparkmirror.adminproc); the driver must outlive that."""
+    return AdminProcess(client_conf(config, alias, "admin", flow), f"cluster {alias}")
 
 
 def producer(config: MM2Config, alias: str, flow: FlowConfig | None = None, **extra):

@@ -42,10 +42,12 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 class AdminProcessError(Exception):
     """A request run in the child failed there; ``code`` is the Kafka error code, if any."""
 
-    def __init__(self, message: str, code: int | None = None, retriable: bool = False) -> None:
+    def __init__(self, message: str, code: int | None = None, retriable: bool = False,
+                 text: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.retriable = retriable
+        self.text = text or message  # the readable part (a KafkaError's own text)
 
 
 class AdminProcessDied(AdminProcessError):
@@ -89,9 +91,9 @@ class AdminProcess:
     time."""
 
     def __init__(self, config: dict[str, Any], what: str) -> None:
-        # the logger callback cannot cross processes; the child keeps librdkafka quiet, its
-        # failures come back as exceptions
-        self._config = {k: v for k, v in config.items() if k != "logger"}
+        # callbacks (logger, error_cb) cannot cross processes; the child keeps librdkafka quiet,
+        # its failures come back as exceptions
+        self._config = {k: v for k, v in config.items() if not callable(v)}
         self._config["log_level"] = 0
         self.what = what
         self._proc: subprocess.Popen | None = None
@@ -120,8 +122,7 @@ class AdminProcess:
                 raise AdminProcessDied(self._died_message(proc, exc)) from None
             if kind == "ok":
                 return value
-            message, code, retriable = value
-            raise AdminProcessError(message, code, retriable)
+            raise AdminProcessError(*value)
 
     def _replace(self, proc: subprocess.Popen, exc: BaseException) -> None:
         if isinstance(exc, TimeoutError) and proc.poll() is None:
@@ -159,6 +160,17 @@ class AdminProcess:
                 proc.kill()
 
 
+def run_admin(admin: Any, fn: Callable[..., Any], *args: Any, timeout: float = 75.0) -> Any:
+    """``fn(admin, *args)``: in the child when ``admin`` is an AdminProcess, else right here (an
+    AdminClient, as one-shot commands and tests pass)."""
+    if isinstance(admin, AdminProcess):
+        try:
+            return admin.call(fn, *args, timeout=timeout)
+        except AdminProcessDied:
+            return admin.call(fn, *args, timeout=timeout)  # once more, on a fresh child
+    return fn(admin, *args)
+
+
 def _serve() -> None:
     """The child: read the config, then run requests until stdin closes."""
     from confluent_kafka import KafkaException
@@ -178,11 +190,11 @@ def _serve() -> None:
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if hasattr(err, "code"):
-                reply = ("error", (err.str(), err.code(), bool(err.retriable())))
+                reply = ("error", (str(exc), err.code(), bool(err.retriable()), err.str()))
             else:
-                reply = ("error", (str(exc), None, False))
+                reply = ("error", (str(exc), None, False, None))
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
-            reply = ("error", (f"{type(exc).__name__}: {exc}", None, False))
+            reply = ("error", (f"{type(exc).__name__}: {exc}", None, False, None))
         _write(stdout, reply)
 
 

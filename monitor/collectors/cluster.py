@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from monitor.state import MonitorState
 from sparkmirror import logsetup
-from sparkmirror.adminproc import AdminProcess, AdminProcessDied, AdminProcessError
+from sparkmirror.adminproc import AdminProcess, AdminProcessError, run_admin
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def describe(exc: BaseException) -> str:
         err = exc.args[0]
         return getattr(err, "str", lambda: str(err))()
     if isinstance(exc, AdminProcessError):
-        return str(exc)
+        return exc.text
     if isinstance(exc, TimeoutError) or type(exc).__name__ == "TimeoutError":
         return "request timed out"
     return f"{type(exc).__name__}: {exc}"
@@ -266,10 +266,7 @@ class ClusterClient:
     def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
         """Committed offsets of each group (one OffsetFetch per group, sent together), asked in a
         child process (see sparkmirror.adminproc); once more with a fresh one if librdkafka aborted it."""
-        try:
-            return self._groups_admin.call(_committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
-        except AdminProcessDied:
-            return self._groups_admin.call(_committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
+        return run_admin(self._groups_admin, _committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
 
 
 def _committed_offsets(admin: AdminClient, groups: list[str], timeout: float) -> dict[str, dict[tuple[str, int], int]]:

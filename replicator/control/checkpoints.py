@@ -25,9 +25,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from replicator.kafkaclients import admin, producer
+from replicator.kafkaclients import admin, group_admin, producer
 from replicator.control.offsetsyncs_reader import InternalTopicReader, OffsetSyncsReader
 from replicator.control.topics import ensure_internal_topic
+from sparkmirror.adminproc import AdminProcessError, run_admin
 from sparkmirror.errors import ClusterError, RecordFormatError
 from replicator.model.records import Checkpoint
 
@@ -132,21 +133,35 @@ def list_groups(admin_client, cluster: str) -> list[str]:
 
 def committed_offsets(admin_client, cluster: str, groups: list[str]
                       ) -> dict[str, dict[TopicPartitionKey, tuple[int, str]]]:
-    """Committed (offset, metadata) per partition of each group; groups that fail are logged and left out."""
+    """Committed (offset, metadata) per partition of each group; groups that fail are logged and left out.
+    ``admin_client``: an AdminClient, or an AdminProcess to ask from a child process."""
+    try:
+        out, failed = run_admin(admin_client, _committed_offsets, groups)
+    except AdminProcessError as exc:
+        raise ClusterError(f"reading the committed offsets of {len(groups)} groups failed: {exc.text}",
+                           cluster=cluster) from None
+    for g, message in failed.items():
+        log.warning("cannot read the committed offsets of group %s on %s: %s", g, cluster, message)
+    return out
+
+
+def _committed_offsets(admin_client, groups: list[str]):
+    """(offsets per group, error per group that failed): committed_offsets' requests."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     futures = {g: admin_client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
                                                             request_timeout=30)[g] for g in groups}
     out: dict[str, dict[TopicPartitionKey, tuple[int, str]]] = {}
+    failed: dict[str, str] = {}
     for g, fut in futures.items():
         try:
             res = fut.result(60)
         except Exception as exc:
-            log.warning("cannot read the committed offsets of group %s on %s: %s", g, cluster, exc)
+            failed[g] = str(exc)
             continue
         out[g] = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
                   for tp in res.topic_partitions if tp.error is None and tp.offset >= 0}
-    return out
+    return out, failed
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -166,6 +181,8 @@ class CheckpointEmitter:
         self.interval = float(flow.emit_checkpoints_interval_seconds)
         self._source_admin = source_admin or admin(config, flow.source, flow)
         self._target_admin = target_admin or admin(config, flow.target, flow)
+        # committed offsets are asked from a child process (sparkmirror.adminproc)
+        self._source_groups = group_admin(config, flow.source, flow)
         self.syncs = syncs or OffsetSyncsReader(config, flow)
         self._producer = producer(config, flow.target, flow, **{"acks": "all", "linger.ms": 5,
                                                                 "enable.idempotence": True})
@@ -197,6 +214,7 @@ class CheckpointEmitter:
     def close(self) -> None:
         self._producer.flush(10)
         self.syncs.close()
+        self._source_groups.close()
 
     # -- one round -------------------------------------------------------------------
     def refresh_groups(self, force: bool = False) -> list[str]:
@@ -208,7 +226,7 @@ class CheckpointEmitter:
             return self.groups
         candidates = [g for g in list_groups(self._source_admin, self.flow.source)
                       if self.group_filter.should_replicate_group(g)]
-        offsets = committed_offsets(self._source_admin, self.flow.source, candidates)
+        offsets = committed_offsets(self._source_groups, self.flow.source, candidates)
         groups = sorted(g for g, per in offsets.items()
                         if any(self.topic_filter.should_replicate_topic(t) for t, _ in per))
         new, gone = sorted(set(groups) - set(self.groups)), sorted(set(self.groups) - set(groups))
@@ -232,7 +250,7 @@ class CheckpointEmitter:
         """Catch up on offset-syncs, translate every group, write the checkpoints that moved."""
         self.syncs.catch_up()
         groups = self.refresh_groups()
-        committed = committed_offsets(self._source_admin, self.flow.source, groups) if groups else {}
+        committed = committed_offsets(self._source_groups, self.flow.source, groups) if groups else {}
         translated = self.compute(committed)
         with self._lock:
             due = [cp for g, per in translated.items() for key, cp in per.items()

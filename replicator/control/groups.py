@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from replicator.kafkaclients import admin
+from replicator.kafkaclients import group_admin
+from sparkmirror.adminproc import run_admin
 from sparkmirror.errors import ClusterError
 from replicator.model.records import Checkpoint
 
@@ -47,29 +48,46 @@ def offsets_to_commit(checkpoints: dict[TopicPartitionKey, Checkpoint],
 
 
 def describe_group(admin_client, cluster: str, group: str) -> TargetGroup:
-    fut = admin_client.describe_consumer_groups([group], request_timeout=30)[group]
+    """``admin_client``: an AdminClient, or an AdminProcess to ask from a child process."""
     try:
-        desc = fut.result(60)
+        state, members = run_admin(admin_client, _describe_group, group)
     except Exception as exc:
         text = str(exc)
         if "GROUP_ID_NOT_FOUND" in text or "GroupIdNotFound" in text:
             return TargetGroup(group, "absent", 0)
         raise ClusterError(f"cannot describe consumer group {group}: {exc}", cluster=cluster) from None
-    state = getattr(desc.state, "name", str(desc.state)).lower()
-    return TargetGroup(group, state, len(desc.members or []))
+    return TargetGroup(group, state, members)
+
+
+def _describe_group(admin_client, group: str) -> tuple[str, int]:
+    desc = admin_client.describe_consumer_groups([group], request_timeout=30)[group].result(60)
+    return getattr(desc.state, "name", str(desc.state)).lower(), len(desc.members or [])
 
 
 def group_offsets(admin_client, cluster: str, group: str) -> dict[TopicPartitionKey, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    fut = admin_client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group]
     try:
-        res = fut.result(60)
+        return run_admin(admin_client, _group_offsets, group)
     except Exception as exc:
         if "GROUP_ID_NOT_FOUND" in str(exc):
             return {}
         raise ClusterError(f"cannot read the committed offsets of group {group}: {exc}", cluster=cluster) from None
+
+
+def _group_offsets(admin_client, group: str) -> dict[TopicPartitionKey, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    fut = admin_client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group]
+    res = fut.result(60)
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.error is None and tp.offset >= 0}
+
+
+def _alter_group_offsets(admin_client, group: str, offsets: list[tuple[str, int, int, str]]) -> list[str]:
+    """Commit (topic, partition, offset, metadata) for ``group``; the partitions that failed, described."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o, metadata=m) for t, p, o, m in offsets])
+    res = admin_client.alter_consumer_group_offsets([request], request_timeout=30)[group].result(60)
+    return [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in res.topic_partitions if tp.error is not None]
 
 
 class GroupNotEmpty(ClusterError):
@@ -90,8 +108,6 @@ def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict
     offset was already at or past the checkpoint. Raises GroupNotEmpty for a
     group with members (also when one joined between the check and the commit).
     """
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
     described = describe_group(admin_client, cluster, group)
     if not described.writable:
         raise GroupNotEmpty(f"consumer group {group} has {described.members} active member(s) (state "
@@ -103,22 +119,17 @@ def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict
     kept = {key: current[key] for key in checkpoints if key not in todo}
     if not todo:
         return {}, kept
-    request = ConsumerGroupTopicPartitions(group, [
-        TopicPartition(t, p, cp.downstream_offset, metadata=cp.metadata or "")
-        for (t, p), cp in sorted(todo.items())])
-    fut = admin_client.alter_consumer_group_offsets([request], request_timeout=30)[group]
+    offsets = [(t, p, cp.downstream_offset, cp.metadata or "") for (t, p), cp in sorted(todo.items())]
     try:
-        res = fut.result(60)
+        failed = run_admin(admin_client, _alter_group_offsets, group, offsets)
     except Exception as exc:
         text = str(exc)
         if "UNKNOWN_MEMBER_ID" in text or "NON_EMPTY_GROUP" in text or "REBALANCE_IN_PROGRESS" in text:
             raise GroupNotEmpty(f"consumer group {group} became active while its offsets were being set; nothing "
                                 "was changed", cluster=cluster, state="joining") from None
         raise ClusterError(f"cannot commit offsets for group {group}: {exc}", cluster=cluster) from None
-    failed = [tp for tp in res.topic_partitions if tp.error is not None]
     if failed:
-        raise ClusterError(f"committing offsets for group {group} failed for "
-                           f"{', '.join(f'{tp.topic}[{tp.partition}]: {tp.error}' for tp in failed)}", cluster=cluster)
+        raise ClusterError(f"committing offsets for group {group} failed for {', '.join(failed)}", cluster=cluster)
     return todo, kept
 
 
@@ -129,9 +140,15 @@ class GroupOffsetSync:
         self.flow = flow
         self.checkpoints = checkpoints
         self.interval = float(flow.sync_group_offsets_interval_seconds)
-        self._admin = target_admin or admin(config, flow.target, flow)
+        # group requests run in a child process (sparkmirror.adminproc); target_admin: an
+        # AdminClient or AdminProcess to use instead
+        self._admin = target_admin or group_admin(config, flow.target, flow)
         self._left_alone: dict[str, str] = {}  # group -> state we logged it in
         self.synced_total = 0
+
+    def close(self) -> None:
+        if hasattr(self._admin, "close"):
+            self._admin.close()
 
     def sync_once(self) -> dict[str, dict[TopicPartitionKey, int]]:
         """One round; returns what was committed, per group."""

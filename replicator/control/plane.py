@@ -65,9 +65,9 @@ def start_control_loops(config, flow, source_admin, target_admin, assignment, st
         plane.loops.append(f"checkpoints every {checkpoints_interval} s")
         sync_interval = flow.interval_seconds("sync.group.offsets")
         if sync_interval:
-            plane.group_sync = GroupOffsetSync(config, flow, emitter, target_admin=target_admin)
+            plane.group_sync = GroupOffsetSync(config, flow, emitter)  # its own child process for group requests
             spawn(f"group offset sync {name}", run_loop, f"group offset sync {name}", float(sync_interval),
-                  plane.group_sync.sync_once, stop, lambda: _wait_for(ready, stop))
+                  plane.group_sync.sync_once, stop, lambda: _wait_for(ready, stop), None, plane.group_sync.close)
             plane.loops.append(f"group offset sync every {sync_interval} s")
     elif flow.sync_group_offsets_enabled:
         log.warning("flow %s: sync.group.offsets.enabled needs emit.checkpoints.enabled (the synced offsets are the "

@@ -78,3 +78,37 @@ def test_an_abort_mid_request_is_one_clear_error_and_the_next_request_works(kafk
         assert proc.pid() == pid and proc.restarts == 1
     finally:
         proc.close()
+
+
+def test_the_replicators_group_requests_run_in_a_child_and_outlive_its_abort(kafka_clusters, unique, tmp_path):
+    """The checkpoint loop's committed offsets and group offset sync's commits, as the driver asks them."""
+    from replicator.configfile import load_config
+    from replicator.control.checkpoints import committed_offsets
+    from replicator.control.groups import commit_checkpoints, group_offsets
+    from replicator.kafkaclients import group_admin
+    from replicator.model.records import Checkpoint
+
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic, group = f"orders-{unique}", f"billing-{unique}"
+    create_topic(primary, topic, partitions=1)
+    create_topic(dr, f"p.{topic}", partitions=1)
+    commit_group(primary, group, topic, {0: 12})
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = p, d\np.bootstrap.servers = {primary}\nd.bootstrap.servers = {dr}\n"
+                    "p->d.enabled = true\n")
+    config = load_config(path)
+    flow = config.flows[0]
+    source, target = group_admin(config, "p", flow), group_admin(config, "d", flow)
+    try:
+        assert committed_offsets(source, "p", [group]) == {group: {(topic, 0): (12, "")}}
+        os.kill(source.pid(), signal.SIGABRT)
+        assert committed_offsets(source, "p", [group]) == {group: {(topic, 0): (12, "")}}
+        cp = Checkpoint(group, f"p.{topic}", 0, 12, 12)
+        committed, kept = commit_checkpoints(target, "d", group, {(f"p.{topic}", 0): cp})
+        assert list(committed) == [(f"p.{topic}", 0)] and kept == {}
+        os.kill(target.pid(), signal.SIGSEGV)  # librdkafka's bug shows as either
+        assert group_offsets(target, "d", group) == {(f"p.{topic}", 0): 12}
+        assert (source.restarts, target.restarts) == (1, 1)
+    finally:
+        source.close()
+        target.close()
