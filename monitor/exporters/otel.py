@@ -11,6 +11,11 @@ read (``latency_samples``, ``monitor.state.LatencySamples``) whenever a reader
 collects: before any instrument is read, each sample once. Nothing pushes into
 the exporter.
 
+OTel has no infinite gauge value (the SDK drops one with a warning at every
+collection): where the Prometheus exporter says +Inf (a catch-up that never
+ends, retention that never deletes), the OTel instrument has no point for that
+series; /api/status says which.
+
 Export happens only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) is set; the standard OTEL_* variables
 (headers, timeout, OTEL_METRIC_EXPORT_INTERVAL, OTEL_SERVICE_NAME,
@@ -21,6 +26,7 @@ callbacks never run and the SDK costs nothing.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections import defaultdict
 from collections.abc import Callable
@@ -114,7 +120,7 @@ class OtelExporter:
         def observe(_options: CallbackOptions):
             self._take_latency_samples()
             return [Observation(value, dict(zip(spec.labels, labels)))
-                    for labels, value in self._by_spec().get(spec.name, ())]
+                    for labels, value in self._by_spec().get(spec.name, ()) if math.isfinite(value)]
         return observe
 
     def shutdown(self) -> None:

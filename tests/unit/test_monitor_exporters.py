@@ -94,7 +94,7 @@ def test_granularity_drops_finer_labels():
     assert "sparkmirror_flow_lag_records" in flow_names
 
 
-def test_otel_instruments_carry_the_same_names_and_values():
+def test_otel_instruments_carry_the_same_names_and_values(caplog):
     ev, _ = evaluation()
     reader = InMemoryMetricReader()
     otel = OtelExporter(lambda: ev, "1.2.3", readers=[reader])
@@ -117,6 +117,11 @@ def test_otel_instruments_carry_the_same_names_and_values():
     assert hist.count == 1 and list(hist.explicit_bounds) == list(metrics.LATENCY_BUCKETS)
     expected = {s.base_name for s in served_specs("partition")}
     assert {name for name, _ in points} <= expected
+    # +Inf (a catch-up that never ends) has no OTel value: no point, and no SDK warning about it
+    assert ("sparkmirror_flow_catchup_eta_seconds", (("flow", FLOW),)) not in points
+    assert points[("sparkmirror_partition_catchup_eta_seconds",
+                   (("flow", FLOW), ("partition", "1"), ("topic", "orders")))].value == 0
+    assert not [r for r in caplog.records if "non-finite" in r.getMessage() or "inf" in r.getMessage().split()]
     otel.shutdown()
 
 
