@@ -122,6 +122,9 @@ class ClusterClient:
         self._admin: AdminClient | None = None
         # group requests, which can abort the process they run in (sparkmirror.adminproc)
         self._groups_admin = AdminProcess(self._admin_config, f"cluster {alias}")
+        self._leaders: dict[tuple[str, int], int] = {}  # partition -> leader broker id, from topic_partitions
+        self._leader_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"monitor-{alias}-leaders",
+                                               initializer=stamp)
         self._offsets_consumers: dict[str, Consumer] = {}  # isolation level -> consumer for ListOffsets
         self._lock = threading.Lock()
 
@@ -148,6 +151,7 @@ class ClusterClient:
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._probe_executor.shutdown(wait=False, cancel_futures=True)
+        self._leader_pool.shutdown(wait=False, cancel_futures=True)
         self._groups_admin.close()
 
     # --- clients (called from this cluster's threads) ------------------------------
@@ -174,8 +178,11 @@ class ClusterClient:
         return result.cluster_id
 
     def topic_partitions(self) -> dict[str, int]:
-        """Topic name -> partition count (topics whose metadata has no error)."""
+        """Topic name -> partition count (topics whose metadata has no error). Also notes each
+        partition's leader, by which ``list_offsets`` splits its requests."""
         md = self.admin().list_topics(timeout=self.timeout)
+        self._leaders = {(name, p): pm.leader for name, t in md.topics.items() if t.error is None
+                         for p, pm in t.partitions.items()}
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def list_offsets(self, partitions: list[tuple[str, int]], spec: str,
@@ -198,27 +205,51 @@ class ClusterClient:
         # each partition of the answer to the question by a linear search, so one call's cost
         # grows with the square of its partitions: 10,000 in one call took ~1 s, in calls of
         # LIST_OFFSETS_CHUNK ~0.15 s (the broker answers either in ~40 ms).
+        #
+        # librdkafka's offsets_for_times is all or nothing: one partition whose leader does not
+        # answer (a broker just killed, not yet fenced) fails the whole call with a timeout. So
+        # the partitions are asked per leader (as last seen by ``topic_partitions``), the leaders
+        # in parallel: a dead broker costs its own partitions' figures, not the cluster's.
         stamp = OFFSET_BEGINNING if spec == "earliest" else OFFSET_END
         consumer = self._offsets_consumer(committed)
         deadline = time.monotonic() + self.timeout
-        answer = []
-        for i in range(0, len(partitions), LIST_OFFSETS_CHUNK):
-            answer.extend(consumer.offsets_for_times(
-                [TopicPartition(t, p, stamp) for t, p in partitions[i:i + LIST_OFFSETS_CHUNK]],
-                timeout=max(0.1, deadline - time.monotonic())))
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in partitions:
+            by_leader.setdefault(self._leaders.get(tp, -1), []).append(tp)
+        groups = list(by_leader.values())
+        if len(groups) == 1:
+            outcomes = [self._offsets_of(consumer, groups[0], stamp, deadline)]
+        else:
+            outcomes = list(self._leader_pool.map(lambda g: self._offsets_of(consumer, g, stamp, deadline), groups))
         out = {}
         first_error = None
-        for tp in answer:
-            if tp.error is None and tp.offset >= 0:
-                out[(tp.topic, tp.partition)] = tp.offset
-            else:
-                first_error = first_error or tp.error
+        for answer, error in outcomes:
+            first_error = first_error or error
+            for tp in answer:
+                if tp.error is None and tp.offset >= 0:
+                    out[(tp.topic, tp.partition)] = tp.offset
+                else:
+                    first_error = first_error or KafkaException(tp.error)
         if first_error is not None:
             if not out:
-                raise KafkaException(first_error)
+                raise first_error
             log.debug("ListOffsets on %s: %d of %d partitions failed (%s)", self.alias,
-                      len(partitions) - len(out), len(partitions), first_error)
+                      len(partitions) - len(out), len(partitions), describe(first_error))
         return out
+
+    @staticmethod
+    def _offsets_of(consumer: Consumer, partitions: list[tuple[str, int]], stamp: int,
+                    deadline: float) -> tuple[list[TopicPartition], KafkaException | None]:
+        """The answer for ``partitions`` in calls of LIST_OFFSETS_CHUNK, and the error that ended it early."""
+        answer: list[TopicPartition] = []
+        try:
+            for i in range(0, len(partitions), LIST_OFFSETS_CHUNK):
+                answer.extend(consumer.offsets_for_times(
+                    [TopicPartition(t, p, stamp) for t, p in partitions[i:i + LIST_OFFSETS_CHUNK]],
+                    timeout=max(0.1, deadline - time.monotonic())))
+        except KafkaException as exc:
+            return answer, exc
+        return answer, None
 
     def _offsets_consumer(self, committed: bool) -> Consumer:
         isolation = "read_committed" if committed else "read_uncommitted"

@@ -1,0 +1,62 @@
+"""ListOffsets split by partition leader (monitor.collectors.cluster.ClusterClient.list_offsets).
+
+librdkafka's offsets_for_times fails as a whole when one partition's leader does not answer.
+The fake consumer here plays that rule (pure logic: which partitions are asked together);
+the behaviour against a really dead broker is test_multibroker's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from monitor.collectors.cluster import ClusterClient
+
+
+class AllOrNothing:
+    """offsets_for_times that times out as a whole if it includes a partition led by a dead broker."""
+
+    def __init__(self, leaders: dict, dead: set[int]) -> None:
+        self.leaders, self.dead = leaders, dead
+        self.calls: list[list[tuple[str, int]]] = []
+
+    def offsets_for_times(self, tps, timeout):
+        asked = [(tp.topic, tp.partition) for tp in tps]
+        self.calls.append(asked)
+        if any(self.leaders.get(tp) in self.dead for tp in asked):
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get offsets: Local: Timed out"))
+        return [TopicPartition(t, p, 100 + p) for t, p in asked]
+
+
+@pytest.fixture
+def client():
+    c = ClusterClient("primary", {"bootstrap.servers": "h:1"}, {"bootstrap.servers": "h:1"}, state=None)
+    yield c
+    c.shutdown()
+
+
+def test_a_dead_leader_costs_only_its_own_partitions(client):
+    partitions = [("orders", p) for p in range(6)]
+    client._leaders = {tp: 1 + tp[1] % 3 for tp in partitions}  # brokers 1, 2, 3 lead two each
+    fake = AllOrNothing(client._leaders, dead={2})
+    client._offsets_consumer = lambda committed: fake
+    assert client.list_offsets(partitions, "latest") == {("orders", 0): 100, ("orders", 3): 103,
+                                                         ("orders", 2): 102, ("orders", 5): 105}
+    assert sorted(map(sorted, fake.calls)) == [[("orders", 0), ("orders", 3)], [("orders", 1), ("orders", 4)],
+                                               [("orders", 2), ("orders", 5)]]
+
+
+def test_every_leader_failing_is_the_clusters_error(client):
+    partitions = [("orders", p) for p in range(4)]
+    client._leaders = {tp: 1 + tp[1] % 2 for tp in partitions}
+    client._offsets_consumer = lambda committed: AllOrNothing(client._leaders, dead={1, 2})
+    with pytest.raises(KafkaException, match="Timed out"):
+        client.list_offsets(partitions, "latest")
+
+
+def test_before_any_metadata_one_request_asks_everything(client):
+    partitions = [("orders", p) for p in range(3)]
+    fake = AllOrNothing({}, dead=set())
+    client._offsets_consumer = lambda committed: fake
+    assert client.list_offsets(partitions, "earliest") == {("orders", 0): 100, ("orders", 1): 101, ("orders", 2): 102}
+    assert fake.calls == [partitions]
