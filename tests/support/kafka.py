@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -31,10 +31,13 @@ def produce(bootstrap: str, topic: str, records, **conf) -> None:
 
 
 def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout: float = 60.0, **conf):
-    """Read a topic from the beginning to its current end (or until `expected` records)."""
+    """Read a topic from the beginning to its current end (or until `expected` records).
+
+    A partition is done at its last record or at its end-of-partition event, whichever comes
+    first: a transaction's commit marker or an aborted batch at the end has no record to reach."""
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"test-reader-{time.time_ns()}",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True, **conf,
     })
     md = c.list_topics(topic, timeout=10)
     parts = sorted(md.topics[topic].partitions)
@@ -43,13 +46,19 @@ def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout
     out = []
     deadline = time.monotonic() + timeout
     done = {p for p in parts if ends[p] == 0}
+    at_end: set[int] = set()  # end-of-partition seen; done once nothing more is queued (it may overtake records)
     while time.monotonic() < deadline:
         if expected is None and len(done) == len(parts):
             break
         if expected is not None and len(out) >= expected:
             break
         msg = c.poll(0.5)
-        if msg is None or msg.error():
+        if msg is None:
+            done |= at_end
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
             continue
         out.append(msg)
         if msg.offset() + 1 >= ends[msg.partition()]:
