@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: partitions per ListOffsets call (see ClusterClient.list_offsets)
 LIST_OFFSETS_CHUNK = 500
+#: ListOffsets calls in a row with failed partitions before the client is replaced
+OFFSETS_CLIENT_RETRIES = 5
 
 
 class ClusterUnavailable(Exception):
@@ -125,7 +127,8 @@ class ClusterClient:
         self._leaders: dict[tuple[str, int], int] = {}  # partition -> leader broker id, from topic_partitions
         self._leader_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"monitor-{alias}-leaders",
                                                initializer=stamp)
-        self._offsets_consumers: dict[str, Consumer] = {}  # isolation level -> consumer for ListOffsets
+        self._offsets_consumers: dict[str, Consumer] = {}
+        self._offsets_failures: dict[str, int] = {}  # isolation level -> calls in a row with failed partitions  # isolation level -> consumer for ListOffsets
         self._lock = threading.Lock()
 
     # --- running blocking calls -------------------------------------------------
@@ -230,12 +233,33 @@ class ClusterClient:
                     out[(tp.topic, tp.partition)] = tp.offset
                 else:
                     first_error = first_error or KafkaException(tp.error)
+        self._note_offsets_outcome(committed, first_error)
         if first_error is not None:
             if not out:
                 raise first_error
             log.debug("ListOffsets on %s: %d of %d partitions failed (%s)", self.alias,
                       len(partitions) - len(out), len(partitions), describe(first_error))
         return out
+
+    def _note_offsets_outcome(self, committed: bool, error: KafkaException | None) -> None:
+        """After OFFSETS_CLIENT_RETRIES calls in a row where some partitions failed, start a new
+        ListOffsets consumer. One that lived through a broker's kill -9 and restart kept failing
+        the partitions that broker leads again, call after call, while a new one answered at once:
+        their figures stayed those of before the kill."""
+        isolation = "read_committed" if committed else "read_uncommitted"
+        with self._lock:
+            if error is None:
+                self._offsets_failures.pop(isolation, None)
+                return
+            failures = self._offsets_failures[isolation] = self._offsets_failures.get(isolation, 0) + 1
+            if failures < OFFSETS_CLIENT_RETRIES:
+                return
+            del self._offsets_failures[isolation]
+            old = self._offsets_consumers.pop(isolation, None)
+        log.info("cluster %s: ListOffsets failed for some partitions %d times in a row (%s); its client is "
+                 "replaced", self.alias, failures, describe(error), extra={"cluster": self.alias})
+        # not closed here: another thread may be asking with it; the last reference closes it
+        del old
 
     @staticmethod
     def _offsets_of(consumer: Consumer, partitions: list[tuple[str, int]], stamp: int,

@@ -16,10 +16,12 @@ accounted for, flow by flow:
 - checkpoints ahead: a checkpoint or a synced group offset on the target past a
   record the group had not consumed on the source (a failover would skip it).
 
-The counts go to test-artifacts/multibroker-faults.json and multibroker-isr.json.
+The counts go to test-artifacts/multibroker-*.json.
 
-Deselected from the default run (pyproject addopts); run it with
-``pytest -m multibroker tests/integration/test_multibroker.py``.
+The default run (``./run test``) kills the busiest source leader under both flows; the
+whole fault sequence and the idempotence-off / ISR test carry the ``multibroker`` marker,
+deselected by default for their length: ``pytest -m multibroker
+tests/integration/test_multibroker.py``.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from replicator.model.records import Checkpoint, OffsetSync
-from tests.support.kafka import NumberedProducer
+from tests.support.kafka import NumberedProducer, consume_all
 from tests.support.multibroker import BrokerCluster, start_all, three_node_cluster
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.multibroker]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 PARTITIONS = 6
 DOWN_S = 10.0  # how long a killed or stopped broker stays down
@@ -56,7 +58,7 @@ def three_broker_clusters(tmp_path_factory):
         yield clusters
     finally:
         for c in clusters.values():
-            c.stop()
+            c.stop(kill=True)
 
 
 def production_config(path, primary: BrokerCluster, dr: BrokerCluster, extra: dict, flows=("primary->dr",)):
@@ -74,13 +76,18 @@ class GroupCommits(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.stop_event = threading.Event()
-        self.commits = 0
+        self.commits = self.restarts = 0
+        self.last_error: BaseException | None = None
 
-    def run(self) -> None:
+    def _consumer(self) -> Consumer:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
                       "auto.offset.reset": "earliest", "log_level": 0})
         c.assign([TopicPartition(self.topic, p) for p in range(PARTITIONS)])
-        last = time.monotonic()
+        return c
+
+    def run(self) -> None:
+        c = self._consumer()
+        last = last_ok = time.monotonic()
         while not self.stop_event.is_set():
             c.poll(0.2)
             if time.monotonic() - last >= 1:
@@ -88,8 +95,14 @@ class GroupCommits(threading.Thread):
                 try:
                     c.commit(asynchronous=False)
                     self.commits += 1
-                except Exception:  # the group coordinator moving with a broker: commit next time
-                    pass
+                    last_ok = last
+                except Exception as exc:  # the group coordinator moving with a broker: commit next time
+                    self.last_error = exc
+            if time.monotonic() - last_ok > 15:
+                # a consumer of a topic created a moment before may never get going: a new one does
+                c.close()
+                c, last_ok = self._consumer(), time.monotonic()
+                self.restarts += 1
         c.close()
 
     def stop(self) -> None:
@@ -128,22 +141,18 @@ def read_internal(bootstrap: str, topic: str, decode) -> list:
     return [decode(k, v) for k, v in recs]
 
 
-def read_records_raw(bootstrap: str, topic: str, idle: float = 4.0) -> list[tuple[bytes, bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mb-internal-{time.time_ns()}",
-                  "enable.auto.commit": False, "log_level": 0})
-    md = c.list_topics(topic, timeout=10).topics.get(topic)
-    if md is None or md.error is not None:
+def read_records_raw(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every record on ``topic`` up to its end when asked (the replicator keeps
+    writing offset-syncs and checkpoints meanwhile: reading until quiet would never end)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "mb-internal-probe", "log_level": 0})
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        missing = md is None or md.error is not None
+    finally:
         c.close()
+    if missing:
         return []
-    c.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-    out, last = [], time.monotonic()
-    while time.monotonic() - last < idle:
-        msg = c.poll(0.5)
-        if msg is not None and not msg.error():
-            out.append((msg.key(), msg.value()))
-            last = time.monotonic()
-    c.close()
-    return out
+    return [(m.key(), m.value()) for m in consume_all(bootstrap, topic, timeout=120, log_level=0)]
 
 
 class Flow:
@@ -249,7 +258,8 @@ class Flow:
             "offset_syncs_checked": len(syncs), "wrong_syncs": len(wrong_syncs),
             "checkpoints_checked": len(checkpoints), "checkpoints_ahead": len(checkpoints_ahead),
             "synced_group_offsets_checked": len(synced), "synced_group_offsets_ahead": len(synced_ahead),
-            "group_commits": self.group_commits.commits,
+            "group_commits": self.group_commits.commits, "group_consumer_restarts": self.group_commits.restarts,
+            "group_last_error": str(self.group_commits.last_error),
         }
         report["_examples"] = {"wrong_syncs": [str(s) for s in wrong_syncs[:3]],
                                "checkpoints_ahead": [str(c) for c in checkpoints_ahead[:3]],
@@ -281,6 +291,7 @@ class MonitorWatch:
         self.polls = self.failures = 0
         self.slowest = 0.0
         self.seen: list[tuple[float, dict, dict]] = []  # (time, cluster -> up, flow -> status)
+        self.why: dict[str, list[str]] = {}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -291,6 +302,12 @@ class MonitorWatch:
                 status = self.mon.status()
                 self.seen.append((started, {c["alias"]: c["up"] for c in status["clusters"]},
                                   {f["name"]: f["status"] for f in status["flows"]}))
+                # why each flow that is not OK is not (for the failure message)
+                self.why = {f["name"]: [*f["reasons"], *(f"{g['group']}: {r}" for g in f["groups"]
+                                                         for r in g["reasons"]),
+                                        *(f"{p['topic']}[{p['partition']}] {p['status']}: {'; '.join(p['reasons'])}"
+                                          for p in f["partitions"][:3])]
+                            for f in status["flows"] if f["status"] != "OK"}
             except Exception:
                 self.failures += 1
             self.polls += 1
@@ -308,27 +325,17 @@ class MonitorWatch:
                 return time.monotonic() - started
             time.sleep(1)
         raise AssertionError(f"the monitor did not show every cluster up and {flows} OK within {timeout} s: "
-                             f"{self.seen[-3:]}")
+                             f"{self.seen[-3:]}; why: {self.why}")
 
 
-#: librdkafka's abort when a coordinator's connection drops under an Admin API group request
-#: (confluentinc/librdkafka#4605, fix proposed in #5397, not in librdkafka 2.16.0). It kills the
-#: whole driver. Until the fix ships, these tests do what Kubernetes does with the process:
-#: restart it on the same checkpoint; the restarts are counted in the report, and data must
-#: still be complete. Any other exit fails the test.
-KNOWN_ABORT = "rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed"
-CRASHES: list[dict] = []
+#: librdkafka aborts a process when a group coordinator's connection drops under an Admin API
+#: group request (confluentinc/librdkafka#4605, not fixed in 2.16.0). The replicator and the
+#: monitor ask those in a child process (sparkmirror.adminproc), so neither may exit here.
+CHILD_DIED = "the helper process died"
 
 
 def keep_alive(rep: Replicator, what: str) -> None:
-    if rep.running():
-        return
-    tail = rep.log()[-3000:]
-    assert KNOWN_ABORT in tail, f"replicator exited ({rep.proc.returncode}) while waiting for {what}:\n{tail}"
-    CRASHES.append({"while": what, "exit_code": rep.proc.returncode, "line": KNOWN_ABORT})
-    with open(rep.log_file, "ab") as f:  # the next abort must be found in the new tail, not this one
-        f.write(b"\n--- restarted by the test after librdkafka's abort ---\n")
-    rep.start()
+    assert rep.running(), f"replicator exited ({rep.proc.returncode}) while waiting for {what}:\n{rep.log()[-3000:]}"
 
 
 def wait_until(predicate, timeout: float, what: str, rep: Replicator):
@@ -374,13 +381,43 @@ def fault(name: str, action, cluster: BrokerCluster, node: int, flows: list[Flow
         report.setdefault("_monitor_wrong", []).append(name)
 
 
-@pytest.mark.timeout(2400)
-def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_broker_clusters, tmp_path, unique,
-                                                                         artifacts_dir):
-    """Default flow primary->dr and exactly-once flow dr->primary in one replicator: each broker
-    fault hits the source of one flow and the target of the other."""
-    CRASHES.clear()
-    primary, dr = three_broker_clusters["primary"], three_broker_clusters["dr"]
+def kill9_source_leader(primary, dr, fwd, flows, rep, watch, faults) -> None:
+    """kill -9 the leader of most busy source partitions of primary->dr (it also leads partitions
+    of the exactly-once flow's target topic), restart it after DOWN_S."""
+    killed = primary.busiest_leader(fwd.topic)
+    fault("kill9_source_leader", primary.kill9, primary, killed, flows, rep, watch, faults)
+
+
+def kill9_target_leader_and_controlled_shutdown(primary, dr, fwd, flows, rep, watch, faults) -> None:
+    """kill -9 the leader of most busy target partitions; then a controlled shutdown of another."""
+    target_leader = dr.busiest_leader(fwd.mirror)
+    fault("kill9_target_leader", dr.kill9, dr, target_leader, flows, rep, watch, faults)
+    other = dr.busiest_leader(fwd.mirror, avoid=(target_leader,))
+    fault("controlled_shutdown_target_broker", dr.controlled_shutdown, dr, other, flows, rep, watch, faults)
+
+
+def source_reassignment(primary, dr, fwd, flows, rep, watch, faults) -> None:
+    """Reassignment on the source while copying: every partition loses its leader's replica
+    (leadership moves), then gets it back (the replica is copied again)."""
+    started = time.monotonic()
+    parts = primary.partitions(fwd.topic)
+    primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] for p, m in parts.items()})
+    primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] + [m.leader]
+                                 for p, m in parts.items()})
+    moved = {p: m.leader for p, m in primary.partitions(fwd.topic).items()}
+    caught_up(flows, rep)
+    faults["source_reassignment"] = {"cluster": "primary", "reassign_s": round(time.monotonic() - started, 1),
+                                     "leaders_before": {p: m.leader for p, m in parts.items()},
+                                     "leaders_after": moved}
+    assert all(moved[p] != parts[p].leader for p in parts), "the reassignment moved no leadership"
+
+
+def two_flows_through(plan, clusters, tmp_path, unique, artifacts_dir, name: str) -> dict:
+    """Default flow primary->dr and exactly-once flow dr->primary in one replicator, and one
+    monitor, through each fault of ``plan`` in turn (each hits the source of one flow and the
+    target of the other); then every record of both flows is checked. The report goes to
+    test-artifacts/<name>.json, the logs to test-artifacts/<name>/."""
+    primary, dr = clusters["primary"], clusters["dr"]
     fwd = Flow(primary, dr, f"busy-{unique}")
     eos = Flow(dr, primary, f"eos-{unique}", exactly_once=True)
     flows = [fwd, eos]
@@ -400,45 +437,26 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
         watch.thread.start()
         watch.wait_ok(["primary->dr", "dr->primary"])
         faults = report["faults"]
-        # 1. kill -9 the leader of most busy source partitions of primary->dr (it also leads
-        #    partitions of the exactly-once flow's target topic)
-        killed = primary.busiest_leader(fwd.topic)
-        fault("kill9_source_leader", primary.kill9, primary, killed, flows, rep, watch, faults)
-        # 2. kill -9 the leader of most busy target partitions
-        target_leader = dr.busiest_leader(fwd.mirror)
-        fault("kill9_target_leader", dr.kill9, dr, target_leader, flows, rep, watch, faults)
-        # 3. controlled shutdown of another target broker
-        other = dr.busiest_leader(fwd.mirror, avoid=(target_leader,))
-        fault("controlled_shutdown_target_broker", dr.controlled_shutdown, dr, other, flows, rep, watch, faults)
-        # 4. reassignment on the source while copying: every partition loses its leader's
-        #    replica (leadership moves), then gets it back (the replica is copied again)
-        started = time.monotonic()
-        parts = primary.partitions(fwd.topic)
-        primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] for p, m in parts.items()})
-        primary.reassign(fwd.topic, {p: [r for r in m.replicas if r != m.leader] + [m.leader]
-                                     for p, m in parts.items()})
-        moved = {p: m.leader for p, m in primary.partitions(fwd.topic).items()}
-        caught_up(flows, rep)
-        faults["source_reassignment"] = {"cluster": "primary", "reassign_s": round(time.monotonic() - started, 1),
-                                         "leaders_before": {p: m.leader for p, m in parts.items()},
-                                         "leaders_after": moved}
-        assert all(moved[p] != parts[p].leader for p in parts), "the reassignment moved no leadership"
+        for step in plan:
+            step(primary, dr, fwd, flows, rep, watch, faults)
         watch.wait_ok(["primary->dr", "dr->primary"])
         for f in flows:
             report[f"flow {f.src.name}->{f.dst.name}"] = r = f.verify()
             print(f"flow {f.src.name}->{f.dst.name}:", json.dumps(r))
         report["monitor"] = {"polls": watch.polls, "failed_polls": watch.failures,
                              "slowest_answer_s": round(watch.slowest, 2)}
-        report["replicator_aborts_restarted"] = list(CRASHES)
-        (artifacts_dir / "multibroker-faults.json").write_text(json.dumps(report, indent=2, default=str))
+        report["group_request_children_replaced"] = {
+            "replicator": rep.log().count(CHILD_DIED), "monitor": mon.log_tail(100000).count(CHILD_DIED)}
+        (artifacts_dir / f"{name}.json").write_text(json.dumps(report, indent=2, default=str))
         for f in flows:
             assert_clean(report[f"flow {f.src.name}->{f.dst.name}"])
         assert watch.failures == 0, report["monitor"]
         assert not faults.get("_monitor_wrong"), {k: faults[k] for k in faults["_monitor_wrong"]}
         assert not tracebacks(rep.log()), tracebacks(rep.log())[0][:4000]
         assert rep.terminate() == 0
+        return report
     finally:
-        keep_logs(tmp_path, artifacts_dir / "multibroker-leader-kills")
+        keep_logs(tmp_path, artifacts_dir / name)
         watch.stop_event.set()
         for f in flows:
             f.stop()
@@ -449,6 +467,24 @@ def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_br
             for n in c.nodes:
                 if not n.is_running():
                     n.start(timeout=120)
+
+
+@pytest.mark.timeout(900)
+def test_the_busiest_source_leader_killed_under_both_flows_loses_nothing(three_broker_clusters, tmp_path, unique,
+                                                                         artifacts_dir):
+    """In the default run: kill -9 of the primary broker leading most of the default flow's
+    source partitions, which also leads partitions of the exactly-once flow's target."""
+    two_flows_through([kill9_source_leader], three_broker_clusters, tmp_path, unique, artifacts_dir,
+                      "multibroker-source-leader")
+
+
+@pytest.mark.multibroker
+@pytest.mark.timeout(2400)
+def test_leader_kills_controlled_shutdown_and_reassignment_lose_nothing(three_broker_clusters, tmp_path, unique,
+                                                                         artifacts_dir):
+    """The whole sequence: source leader, target leader, a controlled shutdown, a reassignment."""
+    two_flows_through([kill9_source_leader, kill9_target_leader_and_controlled_shutdown, source_reassignment],
+                      three_broker_clusters, tmp_path, unique, artifacts_dir, "multibroker-faults")
 
 
 def tracebacks(log: str) -> list[str]:
@@ -472,12 +508,12 @@ def isr_lines(rep: Replicator) -> list[str]:
     return [l for l in rep.log().splitlines() if "min.insync.replicas" in l and "waiting" in l]
 
 
+@pytest.mark.multibroker
 @pytest.mark.timeout(2400)
 def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, tmp_path, unique, artifacts_dir):
     """``dr.producer.enable.idempotence = false``: a target leader killed keeps every partition in
     order. Then the mirror topic needs 3 in-sync replicas and one target broker goes down: the
     replicator waits, says for which cluster, topic and partitions, and resumes by itself."""
-    CRASHES.clear()
     primary, dr = three_broker_clusters["primary"], three_broker_clusters["dr"]
     flow = Flow(primary, dr, f"noidem-{unique}")
     config = production_config(tmp_path / "mm2.properties", primary, dr, {
@@ -530,7 +566,8 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
         report["flow primary->dr"] = r = flow.verify()
         report["monitor"] = {"polls": watch.polls, "failed_polls": watch.failures,
                              "slowest_answer_s": round(watch.slowest, 2)}
-        report["replicator_aborts_restarted"] = list(CRASHES)
+        report["group_request_children_replaced"] = {
+            "replicator": rep.log().count(CHILD_DIED), "monitor": mon.log_tail(100000).count(CHILD_DIED)}
         print("idempotence off + ISR:", json.dumps(report, indent=1, default=str))
         (artifacts_dir / "multibroker-isr.json").write_text(json.dumps(report, indent=2, default=str))
         assert lines, f"the replicator never said it waits for in-sync replicas (waited {waited_s:.0f} s):\n" \
@@ -543,7 +580,7 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
         assert not wrong, {k: report["faults"][k] for k in wrong}
         assert rep.terminate() == 0
     finally:
-        keep_logs(tmp_path, artifacts_dir / "multibroker-isr")
+        keep_logs(tmp_path, artifacts_dir / "multibroker-isr-logs")
         watch.stop_event.set()
         flow.stop()
         mon.stop()

@@ -138,9 +138,11 @@ class BrokerCluster:
             raise AssertionError(f"kafka-reassign-partitions {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
         return proc.stdout
 
-    def stop(self) -> None:
+    def stop(self, kill: bool = False) -> None:
+        """Stop every node; ``kill``: SIGKILL at once (a test's throw-away clusters: a graceful
+        stop of the last nodes of a quorum waits out its timeout, half a minute each)."""
         for n in self.nodes:
-            n.stop()
+            n.stop(kill=kill)
 
 
 def three_node_cluster(name: str, base: Path) -> BrokerCluster:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from monitor.collectors.cluster import ClusterClient
+from monitor.collectors.cluster import OFFSETS_CLIENT_RETRIES, ClusterClient
 
 
 class AllOrNothing:
@@ -60,3 +60,24 @@ def test_before_any_metadata_one_request_asks_everything(client):
     client._offsets_consumer = lambda committed: fake
     assert client.list_offsets(partitions, "earliest") == {("orders", 0): 100, ("orders", 1): 101, ("orders", 2): 102}
     assert fake.calls == [partitions]
+
+
+def test_a_client_whose_partitions_keep_failing_is_replaced(client, caplog):
+    caplog.set_level("INFO")
+    partitions = [("orders", p) for p in range(6)]
+    client._leaders = {tp: 1 + tp[1] % 3 for tp in partitions}
+    made: list[AllOrNothing] = []
+
+    def new_consumer(**_overrides):
+        # the first client never gets broker 2's partitions again; a new one does
+        made.append(AllOrNothing(client._leaders, dead={2} if not made else set()))
+        return made[-1]
+
+    client.consumer = new_consumer
+    for _ in range(OFFSETS_CLIENT_RETRIES):
+        assert len(client.list_offsets(partitions, "latest")) == 4
+    assert "ListOffsets failed for some partitions 5 times in a row" in caplog.text
+    assert len(client.list_offsets(partitions, "latest")) == 6
+    assert len(made) == 2
+    # a good answer resets the count: failures must come in a row
+    assert client._offsets_failures == {}
