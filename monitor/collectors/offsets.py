@@ -23,7 +23,10 @@ Two loops per flow, so that the cost of a refresh follows what changed:
   holding the last stable offset below them), which move far less often.
 
 A refresh that fails on either cluster records nothing: the previous figures
-stay (with their ``read_at``) and the cluster shows as down.
+stay (with their ``read_at``) and the cluster shows as down once that lasts
+(``monitor.state.DOWN_AFTER_SECONDS``). Partitions that fail alone (their
+leader's broker is down) keep their previous figures while the rest are read;
+see ``ClusterClient.list_offsets``.
 """
 
 from __future__ import annotations
