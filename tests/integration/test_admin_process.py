@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from monitor.collectors.cluster import ClusterClient, describe
 from sparkmirror.adminproc import AdminProcess, AdminProcessDied, AdminProcessError
+from sparkmirror.errors import ClusterError
 from tests.support.kafka import create_topic
 from tests.support.monitor import commit_group
 
@@ -104,7 +106,16 @@ def test_the_replicators_group_requests_run_in_a_child_and_outlive_its_abort(kaf
         os.kill(source.pid(), signal.SIGABRT)
         assert committed_offsets(source, "p", [group]) == {group: {(topic, 0): (12, "")}}
         cp = Checkpoint(group, f"p.{topic}", 0, 12, 12)
-        committed, kept = commit_checkpoints(target, "d", group, {(f"p.{topic}", 0): cp})
+        deadline = time.monotonic() + 60
+        while True:  # a cluster started moments ago may still be loading its group coordinator
+            try:
+                committed, kept = commit_checkpoints(target, "d", group, {(f"p.{topic}", 0): cp})
+                break
+            except ClusterError as exc:
+                if not ("LOAD_IN_PROGRESS" in str(exc) or "NOT_COORDINATOR" in str(exc)) \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         assert list(committed) == [(f"p.{topic}", 0)] and kept == {}
         os.kill(target.pid(), signal.SIGSEGV)  # librdkafka's bug shows as either
         assert group_offsets(target, "d", group) == {(f"p.{topic}", 0): 12}
