@@ -11,9 +11,14 @@ run, each component is restarted once: the replicator (SIGTERM, then the same
 ``--checkpoint-dir``), the monitor (SIGTERM), the source broker and the target
 broker (stopped for 15 s). Every minute it samples, per component, the resident
 memory, open file descriptors and threads: the driver (the Python process), the
-Spark JVM, the PySpark workers (summed) and the monitor. Each sample is one JSON
-line, written at once, so an interrupted run keeps what it measured. At the end
-the target is read back and every id counted (lost, duplicated).
+Spark JVM, the PySpark workers (summed), the group-request children (``python -m
+sparkmirror.adminproc``, of the replicator and the monitor, summed) and the monitor.
+For the Spark JVM it also records, through ``jcmd``, the heap still live after a
+full collection (``GC.run`` once a minute, so heap growth up to ``-Xmx`` that a
+collection would give back is not taken for a leak) and its threads counted by
+name (digits folded), so a growing count says which pool grows. Each sample is
+one JSON line, written at once, so an interrupted run keeps what it measured. At
+the end the target is read back and every id counted (lost, duplicated).
 
 Needs the bench extra (psutil, matplotlib): ``pip install -e '.[bench]'``.
 """
@@ -24,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -42,7 +48,7 @@ SAMPLES = HERE / "soak-samples.jsonl"
 PNG = HERE / "soak.png"
 TOPIC = "soak"
 PARTITIONS = 6
-COMPONENTS = ("driver", "spark_jvm", "python_workers", "monitor")
+COMPONENTS = ("driver", "spark_jvm", "python_workers", "admin_children", "monitor")
 
 
 def free_port() -> int:
@@ -121,25 +127,52 @@ def measure(procs: list[psutil.Process]) -> dict:
 
 def components(rep: Proc, mon: Proc) -> dict[str, list[psutil.Process]]:
     out: dict[str, list[psutil.Process]] = {c: [] for c in COMPONENTS}
-    try:
-        driver = psutil.Process(rep.p.pid)
-        out["driver"] = [driver]
-        for child in driver.children(recursive=True):
+    for proc, own in ((rep, "driver"), (mon, "monitor")):
+        try:
+            parent = psutil.Process(proc.p.pid)
+            out[own] = [parent]
+            children = parent.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
             try:
                 cmd = " ".join(child.cmdline())
+                name = child.name()
             except psutil.Error:
                 continue
-            if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            if "sparkmirror.adminproc" in cmd:
+                out["admin_children"].append(child)
+            elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
                 out["python_workers"].append(child)
-            elif child.name() == "java":
+            elif name == "java":
                 out["spark_jvm"].append(child)
-    except psutil.Error:
-        pass
-    try:
-        out["monitor"] = [psutil.Process(mon.p.pid)]
-    except psutil.Error:
-        pass
     return out
+
+
+def _jcmd(pid: int, *command: str) -> str:
+    try:
+        return subprocess.run(["jcmd", str(pid), *command], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def jvm_detail(pid: int) -> dict:
+    """The JVM's live heap after a full collection and its threads by name.
+
+    Thread names have their digits folded (``Executor task launch worker for task 12``
+    and ``... task 13`` count together), so a pool that grows shows as one growing count."""
+    _jcmd(pid, "GC.run")
+    heap = _jcmd(pid, "GC.heap_info")
+    live_mb = None
+    m = re.search(r"used (\d+)K", heap)
+    if m:
+        live_mb = round(int(m.group(1)) / 1024, 1)
+    names: dict[str, int] = {}
+    for line in _jcmd(pid, "Thread.print").splitlines():
+        if line.startswith('"'):
+            name = re.sub(r"\d+", "N", line[1:line.find('"', 1)])
+            names[name] = names.get(name, 0) + 1
+    return {"heap_live_mb": live_mb, "thread_names": dict(sorted(names.items(), key=lambda kv: -kv[1]))}
 
 
 def run(args) -> int:
@@ -205,8 +238,11 @@ def run(args) -> int:
             if now >= next_sample:
                 next_sample = now + 60
                 row = {"t_min": round((now - started) / 60, 2), "sent": traffic.sent}
-                for name, procs in components(rep, mon).items():
+                comps = components(rep, mon)
+                for name, procs in comps.items():
                     row[name] = measure(procs)
+                if comps["spark_jvm"]:
+                    row["spark_jvm"].update(jvm_detail(comps["spark_jvm"][0].pid))
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print("soak:", json.dumps(row), flush=True)
@@ -267,11 +303,14 @@ def plot(samples: str | Path, png: Path) -> None:
     samples_ = [r for r in rows if "driver" in r]
     events = [r for r in rows if "restart" in r]
     end = next((r for r in rows if "end" in r), None)
-    fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(10, 13), sharex=True)
     for ax, (metric, label) in zip(axes, (("rss_mb", "resident memory (MB)"), ("fds", "open file descriptors"),
-                                          ("threads", "threads"))):
+                                          ("threads", "threads"), ("heap_live_mb", "Spark JVM heap live after GC (MB)"))):
         for comp in COMPONENTS:
-            ax.plot([r["t_min"] for r in samples_], [r[comp][metric] for r in samples_], marker=".", label=comp)
+            points = [(r["t_min"], r[comp].get(metric)) for r in samples_ if comp in r]
+            points = [(t, v) for t, v in points if v is not None]
+            if points:
+                ax.plot([t for t, _ in points], [v for _, v in points], marker=".", label=comp)
         for e in events:
             ax.axvline(e["t_min"], color="grey", linestyle=":", linewidth=1)
             if metric == "rss_mb":
