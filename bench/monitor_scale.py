@@ -22,7 +22,10 @@ status:
   so its time is how long the event loop was busy with something else);
 - evaluation_max_ms: the slowest evaluation (``evaluation_seconds``, its own work);
   evaluation_step_max_ms: the longest it kept the event loop busy at once (it runs in
-  steps, letting requests through in between);
+  steps, letting requests through in between); evaluation_step_cpu_max_ms: the most
+  CPU time one step used (the wall time above also counts waiting for the GIL while a
+  collector thread held it); gc_pause_max_ms: the longest garbage collection seen
+  (every thread stops for it), from the evaluations sampled;
 - cpu_percent: the monitor process' CPU over the run, in % of one core;
   rss_mb: its peak RSS.
 
@@ -118,6 +121,7 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
     cpu0, wall0 = sampler.cpu_seconds, time.monotonic()
     sampler.start()
     refresh, probe, evaluation, steps, metrics_t, status_t, healthz_t = [], [], [], [], [], [], []
+    step_cpu, gc_pause = [], []
     metrics_bytes = 0
     end = time.monotonic() + args.seconds
     next_heavy = 0.0
@@ -138,6 +142,10 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
             step = doc["monitor"].get("evaluation_longest_step_seconds")
             if step is not None:
                 steps.append(step)
+            for values, key in ((step_cpu, "evaluation_longest_step_cpu_seconds"),
+                                (gc_pause, "gc_longest_pause_seconds")):
+                if doc["monitor"].get(key) is not None:
+                    values.append(doc["monitor"][key])
         time.sleep(0.25)
     sampler.stop()
     cpu = (sampler.cpu_seconds - cpu0) / (time.monotonic() - wall0) * 100
@@ -152,6 +160,8 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
         "status_ms": ms(status_t), "status_max_ms": ms(status_t, max),
         "probe_ms": ms(probe), "evaluation_max_ms": ms(evaluation, max),
         "evaluation_step_max_ms": ms(steps, max) if steps else None,
+        "evaluation_step_cpu_max_ms": ms(step_cpu, max) if step_cpu else None,
+        "gc_pause_max_ms": ms(gc_pause, max) if gc_pause else None,
         "loop_block_max_ms": ms(healthz_t, max),
         "cpu_percent": round(cpu, 1), "rss_mb": round(sampler.peak_rss / 2**20, 1),
         "busy_rate": args.rate, "seconds": args.seconds,

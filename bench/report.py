@@ -69,14 +69,18 @@ def _monitor_section(results: list[dict]) -> list[str]:
            "busy topic of 100 partitions, the monitor at its default settings (positions every 0.2 s, "
            "status every 5 s) as its own process. Times in ms (p50 / worst); the loop block is the "
            "slowest `/healthz`, i.e. the longest the event loop was busy elsewhere (other threads and the "
-           "garbage collector included); the evaluation step is the longest the evaluation itself held it.\n",
+           "garbage collector included); the evaluation step is the longest the evaluation itself held it, "
+           "in wall time and in its own CPU time (the difference is time spent waiting for the GIL held by a "
+           "collector thread); the GC pause is the longest garbage collection seen (it stops every thread).\n",
            "| partitions | granularity | refresh | /metrics | /api/status | evaluation (worst) | evaluation step "
-           "(worst) | loop block (worst) | CPU % of a core | RSS MB | date | command |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+           "(worst, wall / CPU) | GC pause (worst) | loop block (worst) | CPU % of a core | RSS MB | date | command |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for (partitions, granularity), r in sorted(newest.items()):
         out.append(f"| {partitions:,} | {granularity} | {r['refresh_ms']} / {r['refresh_max_ms']} | "
                    f"{r['metrics_ms']} / {r['metrics_max_ms']} | {r['status_ms']} / {r['status_max_ms']} | "
-                   f"{r['evaluation_max_ms']} | {r.get('evaluation_step_max_ms') or '-'} | {r['loop_block_max_ms']} | "
+                   f"{r['evaluation_max_ms']} | {r.get('evaluation_step_max_ms') or '-'} / "
+                   f"{r.get('evaluation_step_cpu_max_ms') or '-'} | {r.get('gc_pause_max_ms') or '-'} | "
+                   f"{r['loop_block_max_ms']} | "
                    f"{r['cpu_percent']} | {r['rss_mb']} | "
                    f"{r['date']} | `{r['command']}` |")
     return out

@@ -54,6 +54,7 @@ from monitor.collectors.timelag import LagProbe
 from monitor.collectors.timestamps import RecordTimestamps
 from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_steps
 from monitor.exporters.http import HttpSources, build_app
+from monitor.gcpauses import gc_pauses
 from monitor.exporters.otel import OtelExporter, otel_exports
 from monitor.exporters.prometheus import build_registry
 from monitor.history import History
@@ -123,9 +124,9 @@ class MonitorService:
 
     async def _evaluate_in_steps(self) -> Evaluation:
         steps = evaluate_steps(self.state, time.time(), self.settings)
-        busy = longest = 0.0
+        busy = longest = longest_cpu = 0.0
         while True:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             try:
                 next(steps)
             except StopIteration as done:
@@ -134,9 +135,14 @@ class MonitorService:
             finally:
                 took = time.perf_counter() - started
                 busy, longest = busy + took, max(longest, took)
+                longest_cpu = max(longest_cpu, time.thread_time() - started_cpu)
             await asyncio.sleep(0)
         ev.duration_seconds = busy  # the evaluator's own work, not the pauses between its steps
+        # A step's wall time also counts the time it waited for the GIL while a collector thread
+        # held it, and garbage collections; its CPU time is the evaluator's own work.
         ev.extra["longest_step_seconds"] = longest
+        ev.extra["longest_step_cpu_seconds"] = longest_cpu
+        ev.extra["longest_gc_pause_seconds"] = gc_pauses.take_longest()
         self._evaluation = ev
         self.history.record(ev)
         return ev
@@ -168,6 +174,7 @@ class MonitorService:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         o = self.options
+        gc_pauses.install()
         for alias, (admin, consumer) in self._client_configs.items():
             self.clients[alias] = ClusterClient(alias, admin, consumer, self.state, timeout=o.timeout)
         probes = {f.source: LagProbe(self.clients[f.source], self.state) for f in self.flows} \

@@ -116,7 +116,11 @@ def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 1
         "monitor": {"version": version, "started_at": ev.started_at, "granularity": ev.granularity,
                     "evaluation_seconds": _round(ev.duration_seconds, 4),
                     # the longest the evaluation kept the event loop busy at once (it runs in steps)
-                    "evaluation_longest_step_seconds": _round(ev.extra.get("longest_step_seconds"), 4)},
+                    "evaluation_longest_step_seconds": _round(ev.extra.get("longest_step_seconds"), 4),
+                    # of which the evaluator's own CPU time (the rest: waiting for the GIL, collections)
+                    "evaluation_longest_step_cpu_seconds": _round(ev.extra.get("longest_step_cpu_seconds"), 4),
+                    # the longest garbage collection since the evaluation before (it stops every thread)
+                    "gc_longest_pause_seconds": _round(ev.extra.get("longest_gc_pause_seconds"), 4)},
         "status": ev.status,
         "clusters": [_plain(c) for c in ev.clusters],
         "flows": [flow_document(f, detail, top) for f in ev.flows],
