@@ -39,8 +39,22 @@ _HEADER = struct.Struct(">I")
 _ROOT = str(Path(__file__).resolve().parents[1])
 
 
+#: Kafka error codes after which the child's AdminClient is replaced by a new one:
+#: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, and librdkafka's local _TIMED_OUT. librdkafka
+#: (2.16) keeps sending a group's Admin requests to the coordinator it found first: once the
+#: coordinator has moved to another live broker (a leader election of ``__consumer_offsets``,
+#: which follows every broker restart and reassignment), a long-lived client is answered
+#: NOT_COORDINATOR, or times out, request after request, while a new client finds the new
+#: coordinator at once.
+STALE_CLIENT_CODES = frozenset({15, 16, -185})
+#: At most one such replacement per this many seconds and child: a coordinator that is really
+#: unavailable for a while does not start a process per request.
+REPLACE_STALE_EVERY = 10.0
+
+
 class AdminProcessError(Exception):
-    """A request run in the child failed there; ``code`` is the Kafka error code, if any."""
+    """A request run in the child failed there; ``code`` is the Kafka error code, if any.
+    ``replaced``: the error made the child be replaced, so asking again may help."""
 
     def __init__(self, message: str, code: int | None = None, retriable: bool = False,
                  text: str | None = None) -> None:
@@ -48,6 +62,7 @@ class AdminProcessError(Exception):
         self.code = code
         self.retriable = retriable
         self.text = text or message  # the readable part (a KafkaError's own text)
+        self.replaced = False
 
 
 class AdminProcessDied(AdminProcessError):
@@ -99,6 +114,8 @@ class AdminProcess:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self.restarts = 0  # children that died and were replaced
+        self.stale_replaced = 0  # children replaced after a coordinator error (STALE_CLIENT_CODES)
+        self._stale_at = float("-inf")
 
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
@@ -122,7 +139,25 @@ class AdminProcess:
                 raise AdminProcessDied(self._died_message(proc, exc)) from None
             if kind == "ok":
                 return value
-            raise AdminProcessError(*value)
+            error = AdminProcessError(*value)
+            now = time.monotonic()
+            if error.code in STALE_CLIENT_CODES and now - self._stale_at >= REPLACE_STALE_EVERY:
+                self._stale_at = now
+                self._retire(proc)
+                error.replaced = True
+                log.info("admin requests to %s: %s; the next request starts a new client (one that "
+                         "looks the group coordinator up again)", self.what, error)
+            raise error
+
+    def _retire(self, proc: subprocess.Popen) -> None:
+        """Let a working child go (it exits when its stdin closes); the next call starts another."""
+        self._proc = None
+        self.stale_replaced += 1
+        try:
+            proc.stdin.close()
+            proc.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
 
     def _replace(self, proc: subprocess.Popen, exc: BaseException) -> None:
         if isinstance(exc, TimeoutError) and proc.poll() is None:
@@ -168,6 +203,10 @@ def run_admin(admin: Any, fn: Callable[..., Any], *args: Any, timeout: float = 7
             return admin.call(fn, *args, timeout=timeout)
         except AdminProcessDied:
             return admin.call(fn, *args, timeout=timeout)  # once more, on a fresh child
+        except AdminProcessError as exc:
+            if not exc.replaced:
+                raise
+            return admin.call(fn, *args, timeout=timeout)  # once more, from a new client
     return fn(admin, *args)
 
 

@@ -11,6 +11,7 @@ fresh child and answers right.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -37,6 +38,51 @@ def _cluster_id(admin) -> str:
 
 def _raise_kafka_error(admin) -> None:
     raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "not allowed to describe group g"))
+
+
+_served = 0  # in the child: requests this child answered
+
+
+def _not_coordinator_after_the_first(admin) -> int:
+    """A client that found the coordinator once and is then told NOT_COORDINATOR for good (what
+    librdkafka 2.16 does after the group coordinator moved to another live broker)."""
+    global _served
+    _served += 1
+    if _served > 1:
+        raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR, "ConsumerGroupDescribe: "))
+    return os.getpid()
+
+
+def test_a_client_stuck_on_a_moved_coordinator_is_replaced_and_asked_again(caplog):
+    """No broker needed: the child's AdminClient is never used, the request function plays the
+    stale client. A NOT_COORDINATOR replaces the child and the request is asked once more of a new
+    one; the replacement is at most one per REPLACE_STALE_EVERY, so a coordinator that is really
+    away for a while does not start a process per request."""
+    from sparkmirror import adminproc
+    from sparkmirror.adminproc import run_admin
+
+    caplog.set_level(logging.INFO, logger="sparkmirror.adminproc")
+    proc = AdminProcess({"bootstrap.servers": "127.0.0.1:9"}, "cluster dr")
+    try:
+        first = run_admin(proc, _not_coordinator_after_the_first)
+        second = run_admin(proc, _not_coordinator_after_the_first)  # stale in `first`: asked of a new child
+        assert second not in (first, os.getpid())
+        assert proc.stale_replaced == 1 and proc.restarts == 0
+        assert any("cluster dr" in r.getMessage() and "NOT_COORDINATOR" in r.getMessage()
+                   for r in caplog.records if r.name == "sparkmirror.adminproc")
+        with pytest.raises(AdminProcessError) as failed:  # within REPLACE_STALE_EVERY: the error, same child
+            run_admin(proc, _not_coordinator_after_the_first)
+        assert failed.value.code == KafkaError.NOT_COORDINATOR and not failed.value.replaced
+        assert proc.pid() == second and proc.stale_replaced == 1
+        proc._stale_at -= adminproc.REPLACE_STALE_EVERY  # as if that much time had passed
+        third = run_admin(proc, _not_coordinator_after_the_first)
+        assert third not in (first, second) and proc.stale_replaced == 2
+        # an error that says nothing of the coordinator keeps the child
+        with pytest.raises(AdminProcessError):
+            run_admin(proc, _raise_kafka_error)
+        assert proc.pid() == third
+    finally:
+        proc.close()
 
 
 def test_committed_offsets_come_from_a_child_that_is_replaced_when_it_aborts(kafka_clusters, unique):

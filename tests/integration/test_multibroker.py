@@ -589,3 +589,75 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
         for n in dr.nodes:
             if not n.is_running():
                 n.start(timeout=120)
+
+
+def _group_coordinator(cluster: BrokerCluster, group: str) -> int:
+    from sparkmirror.adminproc import AdminProcess, run_admin
+
+    fresh = AdminProcess({"bootstrap.servers": cluster.bootstrap}, f"cluster {cluster.name}")
+    try:
+        return run_admin(fresh, _coordinator_of, group)
+    finally:
+        fresh.close()
+
+
+def _coordinator_of(admin, group: str) -> int:
+    return admin.describe_consumer_groups([group], request_timeout=30)[group].result(60).coordinator.id
+
+
+@pytest.mark.timeout(300)
+def test_group_requests_follow_a_group_coordinator_that_moved(three_broker_clusters, unique):
+    """librdkafka (2.16) keeps sending a group's Admin requests to the coordinator it found first.
+    When the coordinator moves to another live broker (a leader election of __consumer_offsets,
+    which follows every broker restart), a long-lived client was answered NOT_COORDINATOR for good:
+    group offset sync stopped for that group until the replicator restarted. Here the group's
+    coordinator is moved by a preferred-leader election under the replicator's group requests and
+    the monitor's, each with its long-lived client."""
+    from monitor.collectors.cluster import ClusterClient
+    from replicator.control.groups import commit_checkpoints, group_offsets
+    from sparkmirror.adminproc import AdminProcess
+    from sparkmirror.errors import ClusterError
+
+    dr = three_broker_clusters["dr"]
+    topic, group = f"orders-{unique}", f"app-{unique}"
+    dr.create_topic(topic, 2)
+
+    def checkpoints(offset: int) -> dict:
+        return {(topic, p): Checkpoint(group, topic, p, offset, offset) for p in range(2)}
+
+    def commit(admin, offset: int, within: float) -> float:
+        """Seconds until the commit went through (coordinator errors retried until ``within``)."""
+        started = time.monotonic()
+        while True:
+            try:
+                commit_checkpoints(admin, "dr", group, checkpoints(offset))
+                return time.monotonic() - started
+            except ClusterError as exc:
+                if not any(code in str(exc) for code in ("NOT_COORDINATOR", "LOAD_IN_PROGRESS",
+                                                          "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT")) \
+                        or time.monotonic() - started > within:
+                    raise
+                time.sleep(1)
+
+    replicator_side = AdminProcess({"bootstrap.servers": dr.bootstrap}, "cluster dr")
+    monitor_side = ClusterClient("dr", {"bootstrap.servers": dr.bootstrap}, {"bootstrap.servers": dr.bootstrap},
+                                 state=None)
+    try:
+        commit(replicator_side, 10, within=90)  # both clients find the coordinator
+        assert monitor_side.committed_offsets([group]) == {group: {(topic, 0): 10, (topic, 1): 10}}
+        before = _group_coordinator(dr, group)
+        moved = dr.move_leaders_away("__consumer_offsets", before)
+        deadline = time.monotonic() + 60
+        while (after := _group_coordinator(dr, group)) == before:
+            assert time.monotonic() < deadline, f"the coordinator of {group} stayed on broker {before}"
+            time.sleep(1)
+        # Before the fix: NOT_COORDINATOR from both long-lived clients, for as long as one asked.
+        took = commit(replicator_side, 20, within=30)
+        assert group_offsets(replicator_side, "dr", group) == {(topic, 0): 20, (topic, 1): 20}
+        assert monitor_side.committed_offsets([group]) == {group: {(topic, 0): 20, (topic, 1): 20}}
+        print(f"coordinator {before} -> {after} ({len(moved)} __consumer_offsets partitions moved); "
+              f"commit went through {took:.1f} s later; clients replaced: replicator "
+              f"{replicator_side.stale_replaced}, monitor {monitor_side._groups_admin.stale_replaced}")
+    finally:
+        replicator_side.close()
+        monitor_side.shutdown()

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devenv.kafka import KafkaCluster, free_port
@@ -126,6 +127,22 @@ class BrokerCluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"reassignment of {topic} on {self.name} not finished:\n{out}")
             time.sleep(2)
+
+    def move_leaders_away(self, topic: str, node_id: int) -> list[int]:
+        """Every partition of ``topic`` led by ``node_id`` gets another of its replicas as preferred
+        leader, and a preferred-leader election moves the leadership there (``node_id`` stays up).
+        Returns the partitions moved."""
+        admin = self.admin()
+        parts = admin.list_topics(topic, timeout=30).topics[topic].partitions
+        plan = {}
+        for p, meta in parts.items():
+            if meta.leader == node_id:
+                other = next(b for b in meta.replicas if b != node_id)
+                plan[p] = [other] + [b for b in meta.replicas if b != other]
+        if plan:
+            self.reassign(topic, plan)  # same replicas, another order: done at once
+            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in plan]).result(60)
+        return sorted(plan)
 
     def _tool(self, *args: str) -> str:
         jars = artifacts.ensure(artifacts.KAFKA)
