@@ -8,7 +8,12 @@ granted later, delays a task but never switches it off. The first failure is log
 at error level, the repeats at debug (the same failure every ten seconds tells an
 operator nothing new), and the recovery once. Then ``step()`` runs once per
 ``interval``; a failed round is logged and the next one tries again, so a loop never
-takes the run down. ``close()`` runs when the loop ends, however it ends.
+takes the run down. A cluster that cannot answer for a moment (a broker of three
+killed, a group coordinator moving) fails a round or two: such failures are warnings
+until they last ``ROUND_FAILURES_ERROR`` rounds and ``ROUND_FAILURE_ERROR_SECONDS``
+in a row, then errors; the recovery is said once. A failure that is no cluster error
+(a bug) is an error at once, with its traceback. ``close()`` runs when the loop ends,
+however it ends.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import logging
 import threading
 import time
 
-from sparkmirror.errors import SparkmirrorError
+from sparkmirror.errors import ClusterError, SparkmirrorError
 
 log = logging.getLogger("sparkmirror.control")
 
 PREPARE_RETRY_SECONDS = 10.0
+#: A loop's failing rounds are errors once they last this many rounds and seconds in a row.
+ROUND_FAILURES_ERROR = 3
+ROUND_FAILURE_ERROR_SECONDS = 30.0
 
 
 def run_loop(name: str, interval: float, step, stop: threading.Event, prepare=None,
@@ -71,12 +79,25 @@ def _prepare(name: str, stop: threading.Event, prepare, retry_seconds: float) ->
 
 
 def _rounds(name: str, interval: float, step, stop: threading.Event) -> None:
+    failed, failing_since = 0, 0.0
     while not stop.is_set():
         started = time.monotonic()
         try:
             step()
+        except ClusterError as exc:
+            failed, failing_since = failed + 1, failing_since if failed else started
+            lasting = failed >= ROUND_FAILURES_ERROR and started - failing_since >= ROUND_FAILURE_ERROR_SECONDS
+            log.log(logging.ERROR if lasting else logging.WARNING, "%s: round failed: %s%s", name, exc,
+                    f" ({failed} rounds in a row, {started - failing_since:.0f} s)" if failed > 1 else "")
         except SparkmirrorError as exc:
+            failed, failing_since = failed + 1, failing_since if failed else started
             log.error("%s: round failed: %s", name, exc)
         except Exception as exc:  # a bug or a client failure: keep the loop alive, say what happened
+            failed, failing_since = failed + 1, failing_since if failed else started
             log.exception("%s: round failed: %r", name, exc)
+        else:
+            if failed:
+                log.info("%s: working again after %d failed round%s (%.0f s)", name, failed,
+                         "" if failed == 1 else "s", started - failing_since)
+            failed = 0
         stop.wait(max(0.0, interval - (time.monotonic() - started)))

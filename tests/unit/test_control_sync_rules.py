@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -182,3 +183,32 @@ def test_loop_that_waits_first_runs_no_round_when_stopped_during_the_wait():
     rounds = []
     run_loop("test", 5.0, lambda: rounds.append(1), stop, wait_first=True)
     assert rounds == []
+
+
+def test_rounds_failing_on_a_cluster_for_a_moment_are_warnings_and_lasting_ones_errors(caplog, monkeypatch):
+    """A broker of three killed fails a round or two: not an error yet. Failing for
+    ROUND_FAILURES_ERROR rounds and ROUND_FAILURE_ERROR_SECONDS in a row is; the recovery is said once."""
+    from replicator.control import loop
+
+    monkeypatch.setattr(loop, "ROUND_FAILURE_ERROR_SECONDS", 0.05)
+    outcomes = iter(["fail", "ok", "fail", "fail", "fail", "fail", "ok", "bug"])
+    stop = threading.Event()
+
+    def step():
+        time.sleep(0.03)  # each round takes this long: the third failure in a row is 0.06 s after the first
+        outcome = next(outcomes, None)
+        if outcome is None:
+            stop.set()
+        elif outcome == "fail":
+            raise ClusterError("cannot describe consumer group g: NOT_COORDINATOR", cluster="dr")
+        elif outcome == "bug":
+            raise KeyError("x")
+
+    caplog.set_level(logging.INFO, logger="sparkmirror.control")
+    run_loop("group offset sync a->b", 0.0, step, stop)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "sparkmirror.control"]
+    levels = [lvl for lvl, _ in said]
+    assert levels == ["WARNING", "INFO", "WARNING", "WARNING", "ERROR", "ERROR", "INFO", "ERROR", "INFO"], said
+    assert "cluster dr" in said[0][1] or "NOT_COORDINATOR" in said[0][1]
+    assert "working again after 1 failed round" in said[1][1]
+    assert "3 rounds in a row" in said[4][1] and "working again after 4 failed rounds" in said[6][1]
