@@ -14,11 +14,14 @@ accounted for, flow by flow:
 - wrong syncs: an offset-sync whose upstream and downstream offsets hold different
   records;
 - checkpoints ahead: a checkpoint or a synced group offset on the target past a
-  record the group had not consumed on the source (a failover would skip it).
+  record the group had not consumed on the source (a failover would skip it);
+- synced group offsets behind: once the group stopped, its offset on the target
+  not reaching the newest checkpoint (group offset sync stuck).
 
 The counts go to test-artifacts/multibroker-*.json.
 
-The default run (``./run test``) kills the busiest source leader under both flows; the
+The default run (``./run test``) kills the busiest source leader under both flows and
+moves a group coordinator under the replicator's and the monitor's group clients; the
 whole fault sequence and the idempotence-off / ISR test carry the ``multibroker`` marker,
 deselected by default for their length: ``pytest -m multibroker
 tests/integration/test_multibroker.py``.
@@ -244,11 +247,21 @@ class Flow:
         checkpoints = [c for c in read_internal(self.dst.bootstrap, f"{self.src.name}.checkpoints.internal",
                                                 Checkpoint.decode) if c.group == self.group and c.topic == self.mirror]
         checkpoints_ahead = [c for c in checkpoints if ahead(c.partition, c.upstream_offset, c.downstream_offset)]
-        time.sleep(4)  # the last group offset sync after the group's final commit
         final = {tp.partition: tp.offset for tp in self.src.admin().list_consumer_group_offsets(
             [_group_request(self.group)])[self.group].result().topic_partitions}
-        synced = {tp.partition: tp.offset for tp in self.dst.admin().list_consumer_group_offsets(
-            [_group_request(self.group)])[self.group].result().topic_partitions if tp.topic == self.mirror}
+        # Group offset sync still working: once the group stopped, the offsets synced to the target
+        # reach the newest checkpoint of each partition within a few sync intervals (1 s here).
+        deadline = time.monotonic() + 45
+        while True:
+            newest = {c.partition: c.downstream_offset for c in read_internal(
+                self.dst.bootstrap, f"{self.src.name}.checkpoints.internal", Checkpoint.decode)
+                if c.group == self.group and c.topic == self.mirror}
+            synced = {tp.partition: tp.offset for tp in self.dst.admin().list_consumer_group_offsets(
+                [_group_request(self.group)])[self.group].result().topic_partitions if tp.topic == self.mirror}
+            synced_behind = {p: [synced.get(p), d] for p, d in newest.items() if synced.get(p, -1) < d}
+            if not synced_behind or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         synced_ahead = {p: d for p, d in synced.items() if d >= 0 and ahead(p, final.get(p, 0), d)}
         report = {
             "source_topic": f"{self.src.name}:{self.topic}", "target_topic": f"{self.dst.name}:{self.mirror}",
@@ -258,12 +271,13 @@ class Flow:
             "offset_syncs_checked": len(syncs), "wrong_syncs": len(wrong_syncs),
             "checkpoints_checked": len(checkpoints), "checkpoints_ahead": len(checkpoints_ahead),
             "synced_group_offsets_checked": len(synced), "synced_group_offsets_ahead": len(synced_ahead),
+            "synced_group_offsets_behind_newest_checkpoint": len(synced_behind),
             "group_commits": self.group_commits.commits, "group_consumer_restarts": self.group_commits.restarts,
             "group_last_error": str(self.group_commits.last_error),
         }
         report["_examples"] = {"wrong_syncs": [str(s) for s in wrong_syncs[:3]],
                                "checkpoints_ahead": [str(c) for c in checkpoints_ahead[:3]],
-                               "synced_ahead": synced_ahead}
+                               "synced_ahead": synced_ahead, "synced_behind": synced_behind}
         return report
 
 
@@ -279,6 +293,7 @@ def assert_clean(report: dict) -> None:
     assert report["offset_syncs_checked"] > 0 and report["wrong_syncs"] == 0, report
     assert report["checkpoints_checked"] > 0 and report["checkpoints_ahead"] == 0, report
     assert report["synced_group_offsets_checked"] > 0 and report["synced_group_offsets_ahead"] == 0, report
+    assert report["synced_group_offsets_behind_newest_checkpoint"] == 0, report  # group offset sync stuck
     if report["exactly_once"]:
         assert report["duplicated"] == 0, report
 
