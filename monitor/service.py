@@ -54,7 +54,7 @@ from monitor.collectors.timelag import LagProbe
 from monitor.collectors.timestamps import RecordTimestamps
 from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_steps
 from monitor.exporters.http import HttpSources, build_app
-from monitor.gcpauses import gc_pauses
+from monitor.gcpauses import GcSettler, gc_pauses
 from monitor.exporters.otel import OtelExporter, otel_exports
 from monitor.exporters.prometheus import build_registry
 from monitor.history import History
@@ -100,6 +100,7 @@ class MonitorService:
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers,
                                  latency_samples=samples.take if samples is not None else None)
         self.clients: dict[str, ClusterClient] = {}
+        self._gc = GcSettler()
         self._tails: list = []
         self._tasks: list[asyncio.Task] = []
         self._runner: web.AppRunner | None = None
@@ -145,7 +146,13 @@ class MonitorService:
         ev.extra["longest_gc_pause_seconds"] = gc_pauses.take_longest()
         self._evaluation = ev
         self.history.record(ev)
+        if self._positions_read():
+            self._gc.settle(sum(len(fs.partitions) for fs in self.state.flows.values()))
         return ev
+
+    def _positions_read(self) -> bool:
+        """Every flow's partitions have been read once: the state is built."""
+        return bool(self.state.flows) and all(fs.partitions_read_at is not None for fs in self.state.flows.values())
 
     async def fresh_evaluation(self) -> Evaluation:
         ev = self._evaluation

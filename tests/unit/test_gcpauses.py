@@ -20,3 +20,17 @@ def test_the_longest_collection_since_the_last_question():
         assert pauses.take_longest() == 0.0  # asked again with no collection in between
     finally:
         gc.callbacks.remove(pauses._callback)
+
+
+def test_the_state_is_frozen_once_built_and_again_when_it_grew_by_a_quarter():
+    from monitor.gcpauses import GcSettler
+
+    settler = GcSettler()
+    try:
+        assert not settler.settle(500)  # small: a full collection is short anyway
+        assert settler.settle(10_000) and gc.get_freeze_count() > 0
+        assert not settler.settle(10_000) and not settler.settle(12_000)
+        assert settler.settle(12_500) and settler.freezes == 2
+        assert not settler.settle(8_000)  # topics deleted: nothing to freeze
+    finally:
+        gc.unfreeze()
