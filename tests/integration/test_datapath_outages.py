@@ -131,7 +131,9 @@ def outage(cluster, mon: MonitorProcess, rep: Replicator, record: dict) -> None:
     assert seen_not_ok, f"the monitor's flow status stayed OK while {cluster.name} was down"
 
 
-@pytest.mark.parametrize("data_path", ["micro-batch", "auto"])
+# The micro-batch variants are deselected by default (marker ``slow``: the suite's time budget);
+# ``pytest -m slow tests/integration/test_datapath_outages.py`` runs them.
+@pytest.mark.parametrize("data_path", [pytest.param("micro-batch", marks=pytest.mark.slow), "auto"])
 def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, tmp_path, unique, artifacts_dir,
                                                                data_path):
     primary, dr = outage_clusters.primary, outage_clusters.dr
@@ -212,7 +214,9 @@ def python_workers(rep: Replicator) -> list:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("data_path", ["micro-batch", "auto"])
+# The micro-batch variants are deselected by default (marker ``slow``: the suite's time budget);
+# ``pytest -m slow tests/integration/test_datapath_outages.py`` runs them.
+@pytest.mark.parametrize("data_path", [pytest.param("micro-batch", marks=pytest.mark.slow), "auto"])
 def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_path, unique, artifacts_dir,
                                                           data_path):
     """Python workers SIGKILLed mid-batch (Spark retries the task), a source topic and a mirror
