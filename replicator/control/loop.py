@@ -84,20 +84,25 @@ def _rounds(name: str, interval: float, step, stop: threading.Event) -> None:
         started = time.monotonic()
         try:
             step()
-        except ClusterError as exc:
+        except Exception as exc:
             failed, failing_since = failed + 1, failing_since if failed else started
-            lasting = failed >= ROUND_FAILURES_ERROR and started - failing_since >= ROUND_FAILURE_ERROR_SECONDS
-            log.log(logging.ERROR if lasting else logging.WARNING, "%s: round failed: %s%s", name, exc,
-                    f" ({failed} rounds in a row, {started - failing_since:.0f} s)" if failed > 1 else "")
-        except SparkmirrorError as exc:
-            failed, failing_since = failed + 1, failing_since if failed else started
-            log.error("%s: round failed: %s", name, exc)
-        except Exception as exc:  # a bug or a client failure: keep the loop alive, say what happened
-            failed, failing_since = failed + 1, failing_since if failed else started
-            log.exception("%s: round failed: %r", name, exc)
+            _say_failed(name, exc, failed, started - failing_since)
         else:
             if failed:
                 log.info("%s: working again after %d failed round%s (%.0f s)", name, failed,
                          "" if failed == 1 else "s", started - failing_since)
             failed = 0
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _say_failed(name: str, exc: Exception, failed: int, for_seconds: float) -> None:
+    """A cluster error is a warning until it lasts; another error of ours is an error; anything else
+    (a bug, a client failure) an error with its traceback. The loop lives on in every case."""
+    if isinstance(exc, ClusterError):
+        lasting = failed >= ROUND_FAILURES_ERROR and for_seconds >= ROUND_FAILURE_ERROR_SECONDS
+        log.log(logging.ERROR if lasting else logging.WARNING, "%s: round failed: %s%s", name, exc,
+                f" ({failed} rounds in a row, {for_seconds:.0f} s)" if failed > 1 else "")
+    elif isinstance(exc, SparkmirrorError):
+        log.error("%s: round failed: %s", name, exc)
+    else:
+        log.exception("%s: round failed: %r", name, exc)
