@@ -446,9 +446,10 @@ def two_flows_through(plan, clusters, tmp_path, unique, artifacts_dir, name: str
     try:
         for f in flows:
             f.start()
+        # the monitor starts while the replicator does (each takes tens of seconds on this machine)
+        mon.start(timeout=90)
         for f in flows:
             wait_until(lambda: f.on_target() > 300, 600, f"first records on {f.mirror}", rep)
-        mon.start(timeout=60)
         watch.thread.start()
         watch.wait_ok(["primary->dr", "dr->primary"])
         faults = report["faults"]

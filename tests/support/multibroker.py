@@ -95,7 +95,9 @@ class BrokerCluster:
         self.node(node_id).stop(timeout=60)
 
     def restart(self, node_id: int) -> None:
-        self.node(node_id).start(timeout=300)  # a loaded 2-core machine took 100 s after a kill -9
+        # its own CPU priority while it starts: on this 2-core machine the other five brokers,
+        # Spark and the monitor otherwise made a restart after kill -9 take 40-220 s
+        self.node(node_id).start(timeout=300, boost=10)
 
     def wait_in_sync(self, topics: list[str], timeout: float = 300.0) -> float:
         """Wait until every partition of ``topics`` has all three replicas in sync; returns seconds."""
