@@ -362,6 +362,14 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
              f"({result['heartbeats']})" if result["heartbeats"] is not None else "")
     log(f"  {system}: sent {sent['sent']:,} at {sent['rate']:,.0f}/s, received {lat['received']:,}; latency p50 "
         f"{lat['p50_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; CPU {result['cpu_s_per_gb']} s/GB{beats}")
+    series = lat.get("per_second") or []
+    if series:
+        # when the slowest records arrived, in seconds since the first measured one: a stall repeating
+        # at a fixed period points at something periodic (a checkpoint, a batch boundary, a flush)
+        t0 = series[0][0]
+        slow = sorted(series, key=lambda s: -s[2])[:8]
+        log(f"  {system}: slowest arrival seconds (s since start: worst latency s): "
+            + ", ".join(f"{sec - t0}: {worst / 1000:.2f}" for sec, _, worst in sorted(slow)))
     delete_topics(src, topic)
     delete_topics(dst, topic)
     return result

@@ -105,6 +105,7 @@ def probe(args) -> int:
     c.assign(data + beats)
     print(json.dumps({"ready": True}), flush=True)
     latencies: list[int] = []
+    per_second: dict[int, tuple[int, int]] = {}  # arrival second -> (records, worst latency ms)
     heartbeat_latencies: list[int] = []
     measured_since = None  # the source timestamp of the first measured record
     deadline = time.monotonic() + args.timeout
@@ -134,16 +135,22 @@ def probe(args) -> int:
                     heartbeat_latencies.append(now - ts)
             elif not (m.key() or b"").startswith(b"w"):  # not a warm-up record
                 latencies.append(now - ts)
+                second = now // 1000
+                worst = per_second.get(second)
+                per_second[second] = (1, now - ts) if worst is None else (worst[0] + 1, max(worst[1], now - ts))
                 last_measured = time.monotonic()
                 if measured_since is None:
                     measured_since = ts
     c.close()
     out = _percentiles(latencies)
+    # when the slow records arrived: a stall shows as a run of seconds with a high worst latency
+    # (unix second of arrival, records, worst latency in ms)
+    out["per_second"] = [[sec, n, worst] for sec, (n, worst) in sorted(per_second.items())]
     if args.heartbeats_topic:
         out.update(_percentiles(heartbeat_latencies, "heartbeat_"))
     with open(args.out, "w") as f:
         json.dump(out, f)
-    print(json.dumps(out), flush=True)
+    print(json.dumps({k: v for k, v in out.items() if k != "per_second"}), flush=True)
     return 0
 
 
