@@ -195,7 +195,8 @@ class FlowReplicator:
         """Records between where the copy resumes (its newest committed batch, else the log start)
         and the source's end, over the assigned partitions; None when the source cannot say."""
         last = realtime.read_marker(self.checkpoint_dir).get("path") or realtime.MICRO_BATCH
-        committed = realtime.committed_offsets(realtime.checkpoint_dir(self.checkpoint_dir, last)) or {}
+        committed = realtime.committed_offsets(realtime.checkpoint_dir(self.checkpoint_dir, last),
+                                               real_time=last == realtime.REAL_TIME) or {}
         tps = [(t, p) for t, n in sorted(self.assignment.items()) for p in range(n)]
         try:
             marks = watermarks(self.config, self.flow.source, self.flow, tps)
@@ -347,7 +348,8 @@ class FlowReplicator:
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
         """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
-        resume = realtime.committed_offsets(ckpt) if realtime.has_batches(ckpt) else self._handover_start
+        resume = (realtime.committed_offsets(ckpt, real_time=True) if realtime.has_batches(ckpt)
+                  else self._handover_start)
         if not resume:
             return
         tps = [(t, int(p)) for t, per in resume.items() if t in self.assignment for p in per]

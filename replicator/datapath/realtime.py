@@ -125,11 +125,14 @@ def _write_marker(flow_dir: Path, data: dict) -> None:
     os.replace(tmp, f)
 
 
-def committed_offsets(ckpt: Path) -> dict[str, dict[str, int]] | None:
-    """The source offsets of the newest committed batch's offset-log entry, or None.
+def committed_offsets(ckpt: Path, real_time: bool = False) -> dict[str, dict[str, int]] | None:
+    """Source offsets before which a committed batch copied everything, or None.
 
-    For a micro-batch that is where the batch ended; in real-time mode where it began.
-    Either way nothing before it is uncopied, so starting there loses nothing.
+    A micro-batch's offset-log entry is where the batch ended: the newest committed one.
+    A real-time batch's entry is where it began (``real_time``): the newest committed batch
+    N ended where entry N+1 begins, once Spark has written that entry (it does as batch N+1
+    starts, after N committed); without it, entry N (N's records are then copied again).
+    Either way nothing before the offsets returned is uncopied, so starting there loses nothing.
     """
     commits = ckpt / "commits"
     offsets = ckpt / "offsets"
@@ -137,18 +140,29 @@ def committed_offsets(ckpt: Path) -> dict[str, dict[str, int]] | None:
         return None
     done = sorted((int(p.name) for p in commits.iterdir() if p.name.isdigit()), reverse=True)
     for n in done:
-        entry = offsets / str(n)
+        if real_time:
+            ended = _offset_entry(offsets / str(n + 1))
+            if ended is not None:
+                return ended
+        began = _offset_entry(offsets / str(n))
+        if began is not None:
+            return began
+    return None
+
+
+def _offset_entry(entry: Path) -> dict[str, dict[str, int]] | None:
+    """The source offsets in one offset-log entry (its last JSON line naming topics), or None."""
+    try:
+        lines = entry.read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
         try:
-            lines = entry.read_text().splitlines()
-        except OSError:
+            data = json.loads(line)
+        except ValueError:
             continue
-        for line in reversed(lines):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()) and data:
-                return {t: {str(p): int(o) for p, o in per.items()} for t, per in data.items()}
+        if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()) and data:
+            return {t: {str(p): int(o) for p, o in per.items()} for t, per in data.items()}
     return None
 
 
@@ -183,7 +197,7 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
         return start if isinstance(start, dict) and start else None
     start = None
     if last in (REAL_TIME, MICRO_BATCH):
-        start = committed_offsets(checkpoint_dir(flow_dir, last))
+        start = committed_offsets(checkpoint_dir(flow_dir, last), real_time=last == REAL_TIME)
         if start is None:
             start = marker.get("start") if isinstance(marker.get("start"), dict) else None
     own = checkpoint_dir(flow_dir, path)

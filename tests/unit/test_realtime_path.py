@@ -60,6 +60,30 @@ def test_committed_offsets_are_the_newest_committed_batch(tmp_path):
     assert realtime.committed_offsets(tmp_path / "none") is None
 
 
+def test_a_real_time_batch_ended_where_the_next_entry_begins(tmp_path):
+    """A real-time offset-log entry is where its batch began; the newest committed batch ended
+    where the next entry (written as the next batch starts) begins."""
+    ckpt = tmp_path / "rt"
+    _batch(ckpt, 4, {"t": {"0": 100, "1": 7}})
+    _batch(ckpt, 5, {"t": {"0": 180, "1": 9}}, committed=False)  # began after batch 4 committed
+    assert realtime.committed_offsets(ckpt, real_time=True) == {"t": {"0": 180, "1": 9}}
+    assert realtime.committed_offsets(ckpt) == {"t": {"0": 100, "1": 7}}  # a micro-batch entry: where 4 ended
+    # the next batch not begun yet (stopped right after the checkpoint, or a crash): where batch 4 began
+    (ckpt / "offsets" / "5").unlink()
+    assert realtime.committed_offsets(ckpt, real_time=True) == {"t": {"0": 100, "1": 7}}
+
+
+def test_leaving_real_time_starts_where_its_newest_committed_batch_ended(tmp_path):
+    """Real time -> micro-batches: nothing the committed batches copied is copied again."""
+    flow_dir = tmp_path / "a-to-b"
+    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
+    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
+    _batch(rt_dir, 0, {"t": {"0": 0}})
+    _batch(rt_dir, 1, {"t": {"0": 75_000}})
+    _batch(rt_dir, 2, {"t": {"0": 150_000}}, committed=False)
+    assert realtime.prepare_checkpoint(flow_dir, MICRO_BATCH, "a->b") == {"t": {"0": 150_000}}
+
+
 def test_a_fresh_flow_needs_no_handover(tmp_path):
     flow_dir = tmp_path / "a-to-b"
     assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
