@@ -53,20 +53,6 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _renice_all_threads(pid: int, value: int) -> None:
-    """Set the nice value of every thread of a process (Linux sets it per thread; new threads
-    take their creator's)."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return
-    for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, int(tid), value)
-        except OSError:
-            pass
-
-
 @dataclass
 class KafkaCluster:
     """One single-node KRaft cluster. ``start()`` returns once it answers metadata."""
@@ -170,13 +156,7 @@ class KafkaCluster:
         if proc.returncode != 0:
             raise ClusterError(f"formatting Kafka storage failed: {out.strip()}", cluster=self.name)
 
-    def start(self, timeout: float = 90.0, detach: bool = False, boost: int = 0) -> "KafkaCluster":
-        """Start the JVM and wait until it answers metadata.
-
-        ``boost`` > 0 starts it that many nice levels above everything else and puts it back to
-        normal once it answers: a test restarting one broker of a cluster on a 2-core machine
-        where five other brokers, Spark and a monitor run (a real broker has its own machine).
-        Without it a restart after kill -9 took 40-220 s, all of it waiting for a CPU."""
+    def start(self, timeout: float = 90.0, detach: bool = False) -> "KafkaCluster":
         for port in (self.port, self.controller_port):
             if _port_open(port):
                 raise ClusterError(
@@ -186,19 +166,14 @@ class KafkaCluster:
                 )
         self.format()
         out = open(self.data_dir / "stdout.log", "ab")
-        extra = {"preexec_fn": lambda: os.setpriority(os.PRIO_PROCESS, 0, -boost)} if boost > 0 else {}
         self.process = self._java(
             "kafka.Kafka", str(self.data_dir / "server.properties"),
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=detach, **extra,
+            start_new_session=detach,
         )
         self.pid = self.process.pid
         (self.data_dir / "pid").write_text(str(self.pid))
-        try:
-            self.wait_ready(timeout)
-        finally:
-            if boost > 0:
-                _renice_all_threads(self.pid, 0)
+        self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout: float) -> None:
