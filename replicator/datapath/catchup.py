@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 import statistics
@@ -35,6 +36,12 @@ from sparkmirror import logsetup
 from replicator.metrics import metrics
 
 log = logging.getLogger("sparkmirror.replicate")
+
+#: --data-path auto: a real-time flow that keeps a catch-up's worth of records behind for this
+#: long, copying but not due to be caught up within FALL_BACK_ETA_S, catches up in micro-batches
+#: (more records per second) and goes real time again once caught up; see FallBehind.
+FALL_BACK_AFTER_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_AFTER_S", "60"))
+FALL_BACK_ETA_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_ETA_S", "60"))
 
 CATCHING_UP_RECORDS = 10_000
 CAUGHT_UP_RECORDS = 1_000
@@ -166,6 +173,38 @@ class CatchUpTracker:
         return now - self._started_at
 
 
+class FallBehind:
+    """When a real-time flow should leave for micro-batches because it cannot keep up (pure).
+
+    The real-time path copies fewer records per second than micro-batches (one task per
+    partition, each record on its own; the JVM's first minute is mostly compilation). A flow
+    that stays behind on it gets further behind for as long as the source writes faster;
+    micro-batches catch it up, and the flow goes real time again once caught up. Only a flow
+    that copies counts: one that copies nothing waits for a cluster or a failed query, which
+    micro-batches would not copy faster.
+    """
+
+    def __init__(self, after: float = FALL_BACK_AFTER_S, eta_limit: float = FALL_BACK_ETA_S) -> None:
+        self.after = after
+        self.eta_limit = eta_limit
+        self.since: float | None = None  # since when the flow has been behind and not catching up
+
+    def look(self, now: float, est: Estimate, behind_above: float, copying: bool) -> bool:
+        """One look at a real-time flow's estimate (``copying``: it copied records since the last
+        look); True once it has been falling behind for ``after`` s."""
+        falling_behind = (est.measured and copying and est.backlog > behind_above
+                          and (est.eta is None or est.eta > self.eta_limit))
+        if not falling_behind:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.after
+
+    def reset(self) -> None:
+        self.since = None
+
+
 def source_end_offsets(admin, assignment: dict[str, int]) -> dict[tuple[str, int], int]:
     from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -189,7 +228,9 @@ class CatchUpReport:
         self.live = (logsetup.current_format() == "text" and hasattr(self.stream, "isatty")
                      and self.stream.isatty())
         self.tracker = CatchUpTracker()
+        self.fall_behind = FallBehind()
         self.logged_at = 0.0
+        self._copied_before = 0  # the flow's copied records at the previous look
 
     def step(self) -> None:
         fr, stream, tracker = self.fr, self.stream, self.tracker
@@ -220,3 +261,10 @@ class CatchUpReport:
                      _duration(took), f"{est.done / took:,.0f}" if took else "-")
         if est.measured and caught_up and getattr(fr, "catching_up_first", False):
             fr.caught_up()  # a flow that caught up in micro-batches goes real time
+        copying, self._copied_before = fr.stats.records > self._copied_before, fr.stats.records
+        if getattr(fr, "may_fall_back", False) and fr.realtime:
+            if self.fall_behind.look(now, est, tracker.catching_up_above(), copying):
+                self.fall_behind.reset()
+                fr.fall_back(est.backlog, est.copy_rate, est.source_rate, self.fall_behind.after)
+        else:
+            self.fall_behind.reset()

@@ -43,6 +43,10 @@ from replicator.kafkaclients import admin, client_conf, watermarks
 log = logging.getLogger("sparkmirror.replicate")
 
 GRACEFUL_STOP_S = 10.0
+#: After auto left real time because it could not keep up, micro-batches for at least this long,
+#: doubling with every further fall-back up to the cap (see FlowReplicator.fall_back).
+FALL_BACK_HOLD_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_HOLD_S", "60"))
+FALL_BACK_HOLD_MAX_S = 960.0
 #: A failed query is restarted from its checkpoint after this many seconds, doubling to the cap.
 RESTART_BACKOFF_S = (5.0, 60.0)
 #: A batch running longer than this is reported (and again every as long), naming the cluster it waits for.
@@ -121,6 +125,8 @@ class FlowReplicator:
         self._rt_copied_at = time.monotonic()  # when the real-time writers last reported copied records
         self.realtime_eligible = False
         self.catching_up_first = False  # auto: in micro-batches until caught up, then real time
+        self.fell_back = 0  # auto: times the flow left real time because it could not keep up
+        self._realtime_not_before = 0.0  # after falling back: no real time before this (monotonic)
         self.source_mode = source_mode
         self.flow = flow
         self.spark = spark
@@ -209,10 +215,39 @@ class FlowReplicator:
             backlog += max(0, high - max(at, low))
         return backlog
 
+    @property
+    def may_fall_back(self) -> bool:
+        """auto leaves real time for micro-batches when real time cannot keep up (catchup.FallBehind)."""
+        return self.data_path == "auto" and not self._closed
+
+    def fall_back(self, backlog: int, copy_rate: float, source_rate: float, seconds: float) -> None:
+        """The progress loop saw the real-time query stay behind: catch up in micro-batches, then real
+        time again once caught up, but not before a hold that doubles with every fall-back (1 min,
+        2 min, ... 16 min), so a source faster than real time can copy does not switch back and forth."""
+        if not self.may_fall_back or not self.realtime:
+            return
+        with self._query_lock:
+            if self._closed or self._restart_at is not None or not self.realtime:
+                return
+            hold = min(FALL_BACK_HOLD_S * 2 ** self.fell_back, FALL_BACK_HOLD_MAX_S)
+            self.fell_back += 1
+            self._realtime_not_before = time.monotonic() + hold
+            log.warning("flow %s: real time cannot keep up: %s records behind for %.0f s, copying %s records/s "
+                        "while the source adds %s: catching up in micro-batches (more records per second), "
+                        "then real time again once caught up, not before %.0f s from now",
+                        self.name, f"{backlog:,}", seconds, f"{copy_rate:,.0f}", f"{source_rate:,.0f}", hold)
+            self._stop_query()  # right after its checkpoint: the micro-batches start where it ended
+            self.catching_up_first = True
+            self.path = realtime.Choice(realtime.MICRO_BATCH, "real time could not keep up: catching up in "
+                                        "micro-batches first")
+            self._start_query()
+
     def caught_up(self) -> None:
         """The progress loop saw the backlog gone: a flow that caught up in micro-batches goes real time."""
         if not self.catching_up_first or self._closed:
             return
+        if time.monotonic() < self._realtime_not_before:
+            return  # fell back from real time lately: micro-batches a while longer
         with self._query_lock:
             if self._closed or self._restart_at is not None:
                 return

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from types import SimpleNamespace
 
 import pytest
 
-from replicator.datapath.catchup import CatchUpTracker, committed_offsets
+from replicator.datapath.catchup import CatchUpTracker, Estimate, FallBehind, committed_offsets
 
 
 def test_backlog_rate_and_eta_follow_the_copy():
@@ -91,3 +92,81 @@ def test_a_backlog_written_all_at_once_is_a_catch_up():
     t.update(6.0, {("a", 0): 30_000}, {("a", 0): 6_100}, 6_100, 6_100)
     assert t.active
     assert t.catching_up_above() == 10_000
+
+
+def _est(backlog: int, copy_rate: float, eta: float | None, measured: bool = True) -> Estimate:
+    return Estimate(backlog=backlog, done=0, done_bytes=0, copy_rate=copy_rate, source_rate=0.0, eta=eta,
+                    bytes_per_record=1.0, measured=measured)
+
+
+def test_a_real_time_flow_that_stays_behind_falls_back_after_the_wait():
+    fb = FallBehind(after=60.0, eta_limit=60.0)
+    assert not fb.look(0.0, _est(500_000, 60_000, None), 10_000, copying=True)  # behind, not gaining
+    assert not fb.look(59.0, _est(900_000, 60_000, None), 10_000, copying=True)
+    assert fb.look(60.0, _est(1_200_000, 60_000, None), 10_000, copying=True)
+    # gaining, but not due within the limit, also counts
+    fb.reset()
+    assert not fb.look(100.0, _est(500_000, 80_000, 120.0), 10_000, copying=True)
+    assert fb.look(160.0, _est(400_000, 80_000, 90.0), 10_000, copying=True)
+
+
+@pytest.mark.parametrize("est, copying", [
+    (_est(5_000, 60_000, None), True),  # a few seconds' records in flight: not behind
+    (_est(500_000, 60_000, 30.0), True),  # behind, and caught up within the limit: a burst, real time copes
+    # copied nothing since the last look (its smoothed rate still above 0): it waits for a cluster or a
+    # restart, which micro-batches would not copy faster
+    (_est(500_000, 2_000, None), False),
+    (_est(500_000, 60_000, None, measured=False), True),  # no rate yet
+])
+def test_what_does_not_count_as_falling_behind_restarts_the_wait(est, copying):
+    fb = FallBehind(after=60.0, eta_limit=60.0)
+    assert not fb.look(0.0, _est(500_000, 60_000, None), 10_000, copying=True)
+    assert not fb.look(50.0, est, 10_000, copying=copying)
+    assert not fb.look(70.0, _est(500_000, 60_000, None), 10_000, copying=True)  # the wait began again
+    assert fb.look(130.0, _est(500_000, 60_000, None), 10_000, copying=True)
+
+
+class _Flow:
+    """The few FlowReplicator members CatchUpReport reads (pure logic, no Spark)."""
+
+    def __init__(self, data_path: str) -> None:
+        self.name, self.assignment, self.query = "a->b", {"t": 1}, None
+        self.stats = SimpleNamespace(records=0, bytes=0)
+        self.source_admin = None
+        self.may_fall_back = data_path == "auto"
+        self.realtime, self.catching_up_first = True, False
+        self.committed = 0
+        self.falls: list = []
+
+    def copied_offsets(self):
+        return {("t", 0): self.committed}
+
+    def fall_back(self, backlog, copy_rate, source_rate, seconds):
+        self.falls.append(backlog)
+        self.realtime, self.catching_up_first = False, True
+
+
+@pytest.mark.parametrize("data_path, falls", [("auto", 1), ("real-time", 0)])
+def test_the_progress_report_moves_an_auto_flow_that_cannot_keep_up(monkeypatch, data_path, falls):
+    """The source adds 20,000 records/s, real time copies 10,000/s: once the backlog is a catch-up's
+    worth (10 s of the source's records) and stays so for the wait, auto falls back, once;
+    --data-path real-time stays (the user asked for it)."""
+    from replicator.datapath import catchup
+
+    flow = _Flow(data_path)
+    ends = {("t", 0): 100_000}
+    monkeypatch.setattr(catchup, "source_end_offsets", lambda admin, assignment: dict(ends))
+    clock = [0.0]
+    monkeypatch.setattr(catchup.time, "monotonic", lambda: clock[0])
+    report = catchup.CatchUpReport(flow, stream=io.StringIO())
+    report.fall_behind = FallBehind(after=10.0, eta_limit=60.0)
+    for second in range(30):
+        clock[0] = float(second)
+        ends[("t", 0)] += 20_000
+        flow.committed += 10_000
+        flow.stats.records += 10_000
+        flow.stats.bytes += 10_000
+        report.step()
+    assert len(flow.falls) == falls
+    if falls:
+        assert flow.falls[0] > 200_000 and not flow.realtime
