@@ -42,6 +42,9 @@ log = logging.getLogger("sparkmirror.replicate")
 #: (more records per second) and goes real time again once caught up; see FallBehind.
 FALL_BACK_AFTER_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_AFTER_S", "60"))
 FALL_BACK_ETA_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_ETA_S", "60"))
+#: A flow that copied records within this many seconds is copying (a real-time batch boundary
+#: pauses the copy for a second or two; an unreachable cluster for longer).
+COPYING_WITHIN_S = 10.0
 
 CATCHING_UP_RECORDS = 10_000
 CAUGHT_UP_RECORDS = 1_000
@@ -190,8 +193,8 @@ class FallBehind:
         self.since: float | None = None  # since when the flow has been behind and not catching up
 
     def look(self, now: float, est: Estimate, behind_above: float, copying: bool) -> bool:
-        """One look at a real-time flow's estimate (``copying``: it copied records since the last
-        look); True once it has been falling behind for ``after`` s."""
+        """One look at a real-time flow's estimate (``copying``: it copied records within the last
+        COPYING_WITHIN_S); True once it has been falling behind for ``after`` s."""
         falling_behind = (est.measured and copying and est.backlog > behind_above
                           and (est.eta is None or est.eta > self.eta_limit))
         if not falling_behind:
@@ -231,6 +234,7 @@ class CatchUpReport:
         self.fall_behind = FallBehind()
         self.logged_at = 0.0
         self._copied_before = 0  # the flow's copied records at the previous look
+        self._copied_at: float | None = None  # when they last grew
 
     def step(self) -> None:
         fr, stream, tracker = self.fr, self.stream, self.tracker
@@ -261,7 +265,9 @@ class CatchUpReport:
                      _duration(took), f"{est.done / took:,.0f}" if took else "-")
         if est.measured and caught_up and getattr(fr, "catching_up_first", False):
             fr.caught_up()  # a flow that caught up in micro-batches goes real time
-        copying, self._copied_before = fr.stats.records > self._copied_before, fr.stats.records
+        if fr.stats.records > self._copied_before:
+            self._copied_before, self._copied_at = fr.stats.records, now
+        copying = self._copied_at is not None and now - self._copied_at <= COPYING_WITHIN_S
         if getattr(fr, "may_fall_back", False) and fr.realtime:
             if self.fall_behind.look(now, est, tracker.catching_up_above(), copying):
                 self.fall_behind.reset()
