@@ -146,6 +146,26 @@ class _Flow:
         self.realtime, self.catching_up_first = False, True
 
 
+def _stepper(monkeypatch, flow: _Flow, after: float):
+    """A CatchUpReport of ``flow`` whose source adds 20,000 records a second; ``step(second)``
+    takes its look at that second (the flow's copy is advanced by the caller first)."""
+    from replicator.datapath import catchup
+
+    ends = {("t", 0): 100_000}
+    monkeypatch.setattr(catchup, "source_end_offsets", lambda admin, assignment: dict(ends))
+    clock = [0.0]
+    monkeypatch.setattr(catchup.time, "monotonic", lambda: clock[0])
+    report = catchup.CatchUpReport(flow, stream=io.StringIO())
+    report.fall_behind = FallBehind(after=after, eta_limit=60.0)
+
+    def step(second: int) -> None:
+        clock[0] = float(second)
+        ends[("t", 0)] += 20_000
+        report.step()
+
+    return step
+
+
 @pytest.mark.parametrize("data_path, pause_every, falls", [
     ("auto", None, 1),
     ("auto", 5, 1),  # the copy pauses one look in five (a real-time batch boundary): still copying
@@ -155,23 +175,14 @@ def test_the_progress_report_moves_an_auto_flow_that_cannot_keep_up(monkeypatch,
     """The source adds 20,000 records/s, real time copies ~10,000/s: once the backlog is a catch-up's
     worth (10 s of the source's records) and stays so for the wait, auto falls back, once;
     --data-path real-time stays (the user asked for it)."""
-    from replicator.datapath import catchup
-
     flow = _Flow(data_path)
-    ends = {("t", 0): 100_000}
-    monkeypatch.setattr(catchup, "source_end_offsets", lambda admin, assignment: dict(ends))
-    clock = [0.0]
-    monkeypatch.setattr(catchup.time, "monotonic", lambda: clock[0])
-    report = catchup.CatchUpReport(flow, stream=io.StringIO())
-    report.fall_behind = FallBehind(after=10.0, eta_limit=60.0)
+    step = _stepper(monkeypatch, flow, after=10.0)
     for second in range(30):
-        clock[0] = float(second)
-        ends[("t", 0)] += 20_000
         if not (pause_every and second % pause_every == 0):
             flow.committed += 12_500
             flow.stats.records += 12_500
             flow.stats.bytes += 12_500
-        report.step()
+        step(second)
     assert len(flow.falls) == falls
     if falls:
         assert flow.falls[0] > 200_000 and not flow.realtime
@@ -179,20 +190,11 @@ def test_the_progress_report_moves_an_auto_flow_that_cannot_keep_up(monkeypatch,
 
 def test_a_flow_that_stops_copying_does_not_fall_back(monkeypatch):
     """Behind and copying nothing for longer than COPYING_WITHIN_S (a cluster down): no fall-back."""
-    from replicator.datapath import catchup
-
     flow = _Flow("auto")
-    ends = {("t", 0): 100_000}
-    monkeypatch.setattr(catchup, "source_end_offsets", lambda admin, assignment: dict(ends))
-    clock = [0.0]
-    monkeypatch.setattr(catchup.time, "monotonic", lambda: clock[0])
-    report = catchup.CatchUpReport(flow, stream=io.StringIO())
-    report.fall_behind = FallBehind(after=20.0, eta_limit=60.0)
+    step = _stepper(monkeypatch, flow, after=20.0)
     for second in range(60):
-        clock[0] = float(second)
-        ends[("t", 0)] += 20_000
         if second < 3:
             flow.committed += 10_000
             flow.stats.records += 10_000
-        report.step()
+        step(second)
     assert flow.falls == []
