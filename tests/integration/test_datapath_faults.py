@@ -19,8 +19,8 @@ from tests.support.replicator import Replicator, write_config
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-KILLS_CATCH_UP = 3  # while a backlog written before the first start is copied
-KILLS_STEADY = 4  # while a producer keeps writing
+KILLS_CATCH_UP = 2  # while a backlog written before the first start is copied
+KILLS_STEADY = 2  # while a producer keeps writing
 BACKLOG = 100_000
 
 
@@ -29,11 +29,11 @@ PATHS = {
     # capped batches, so that the catch-up takes many and kills land inside them
     "micro-batch": (["--max-records-per-batch", "5000"], KILLS_CATCH_UP, KILLS_STEADY),
     # records copied as they come, offsets checkpointed every 5 s ("batch" lines)
-    "real-time": (["--data-path", "real-time"], 2, 2),
+    "real-time": (["--data-path", "real-time"], KILLS_CATCH_UP, KILLS_STEADY),
 }
 
 
-@pytest.mark.timeout(1200)  # eight Spark start-ups; about 3 minutes on an idle 2-core machine
+@pytest.mark.timeout(1200)  # five Spark start-ups; about 1.5 minutes on an idle 2-core machine
 @pytest.mark.parametrize("path", list(PATHS))
 def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir, path):
     """SIGKILL the whole replicator (driver, Spark JVM, Python workers) at random moments:
