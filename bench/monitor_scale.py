@@ -1,8 +1,12 @@
 """The lag monitor at scale: refresh, /metrics, /api/status, CPU and memory at N partitions.
 
     python -m bench.monitor_scale --partitions 10000      # partition, then topic granularity
+    python -m bench.monitor_scale --partitions 100000 --granularity topic --brokers 8 --records 1
 
-Starts two fresh single-node KRaft clusters, creates ``--partitions`` source
+Starts two fresh single-node KRaft clusters (``--brokers N``: N nodes each, node 1
+broker and controller, the others brokers only: a broker keeps an open file per
+partition and this machine's limit is 20,000 per process, so 100,000 partitions
+need several), creates ``--partitions`` source
 partitions (topics of 100 partitions) and their mirror partitions, fills each
 with a few records, copies them and writes one MM2 offset-sync per partition,
 so every partition is caught up; then one more topic of 100 partitions is
@@ -24,7 +28,9 @@ status:
   evaluation_step_max_ms: the longest it kept the event loop busy at once (it runs in
   steps, letting requests through in between); evaluation_step_cpu_max_ms: the most
   CPU time one step used (the wall time above also counts waiting for the GIL while a
-  collector thread held it); gc_pause_max_ms: the longest garbage collection seen
+  collector thread held it); evaluation_step_max_runqueue_ms: of the longest step, the
+  time the monitor's thread waited for a core (the brokers, the copier and the load
+  generator share the two cores); gc_pause_max_ms: the longest garbage collection seen
   (every thread stops for it), from the evaluations sampled;
 - cpu_percent: the monitor process' CPU over the run, in % of one core;
   rss_mb: its peak RSS.
@@ -36,6 +42,7 @@ BENCHMARKS.md is regenerated.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import platform
@@ -46,6 +53,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,6 +72,24 @@ PER_TOPIC = 100
 
 def log(msg: str) -> None:
     print(f"[monitor-bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cluster_nodes(name: str, work: Path, brokers: int, heap: str) -> list[KafkaCluster]:
+    """One cluster: node 1 broker and the only controller, nodes 2..N brokers only."""
+    first = KafkaCluster(name, free_port(), free_port(), work / name / "node1", heap=heap)
+    if brokers == 1:
+        return [first]
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=").lstrip("-") or "sparkmirror"
+    first.cluster_id = cluster_id
+    voters = f"1@127.0.0.1:{first.controller_port}"
+    nodes = [first]
+    for i in range(2, brokers + 1):
+        port = free_port()
+        nodes.append(KafkaCluster(name, port, free_port(), work / name / f"node{i}", heap=heap, cluster_id=cluster_id,
+                                  extra_config={"process.roles": "broker", "node.id": str(i),
+                                                "controller.quorum.voters": voters,
+                                                "listeners": f"PLAINTEXT://127.0.0.1:{port}"}))
+    return nodes
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -103,7 +129,7 @@ def get(url: str, timeout: float = 60.0) -> tuple[bytes, float]:
 
 
 def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, args, work: Path) -> dict:
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900  # the first read of 100,000 partitions' metadata and offsets
     while True:
         try:
             doc = json.loads(get(url + "/api/status")[0])
@@ -121,7 +147,7 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
     cpu0, wall0 = sampler.cpu_seconds, time.monotonic()
     sampler.start()
     refresh, probe, evaluation, steps, metrics_t, status_t, healthz_t = [], [], [], [], [], [], []
-    step_cpu, gc_pause = [], []
+    step_cpu, gc_pause, step_runqueue = [], [], []
     metrics_bytes = 0
     end = time.monotonic() + args.seconds
     next_heavy = 0.0
@@ -142,6 +168,7 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
             step = doc["monitor"].get("evaluation_longest_step_seconds")
             if step is not None:
                 steps.append(step)
+                step_runqueue.append((step, doc["monitor"].get("evaluation_longest_step_runqueue_seconds")))
             for values, key in ((step_cpu, "evaluation_longest_step_cpu_seconds"),
                                 (gc_pause, "gc_longest_pause_seconds")):
                 if doc["monitor"].get(key) is not None:
@@ -153,6 +180,8 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
     def ms(values, fn=statistics.median):
         return round(fn(values) * 1000, 1)
 
+    worst_step_runqueue = max(step_runqueue, key=lambda s: s[0])[1] if step_runqueue else None
+
     return {
         "workload": "monitor-scale", "system": "monitor", "partitions": total, "granularity": granularity,
         "refresh_ms": ms(refresh), "refresh_max_ms": ms(refresh, max),
@@ -161,6 +190,8 @@ def measure(url: str, monitor: subprocess.Popen, total: int, granularity: str, a
         "probe_ms": ms(probe), "evaluation_max_ms": ms(evaluation, max),
         "evaluation_step_max_ms": ms(steps, max) if steps else None,
         "evaluation_step_cpu_max_ms": ms(step_cpu, max) if step_cpu else None,
+        # of the longest step's wall time: waiting for a core (other processes had both)
+        "evaluation_step_max_runqueue_ms": ms([worst_step_runqueue]) if worst_step_runqueue is not None else None,
         "gc_pause_max_ms": ms(gc_pause, max) if gc_pause else None,
         "loop_block_max_ms": ms(healthz_t, max),
         "cpu_percent": round(cpu, 1), "rss_mb": round(sampler.peak_rss / 2**20, 1),
@@ -179,17 +210,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=1000.0, help="records/s into the busy topic")
     ap.add_argument("--records", type=int, default=3, help="records per idle partition")
     ap.add_argument("--heap", default="2g", help="broker heap")
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="brokers per cluster (a broker keeps a file open per partition: 20,000 at most here)")
     ap.add_argument("--no-record", action="store_true", help="print the row, do not write results")
     args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="monitor-bench-"))
-    clusters = [KafkaCluster(name, free_port(), free_port(), work / name, heap=args.heap)
-                for name in ("primary", "dr")]
+    clusters = [cluster_nodes(name, work, args.brokers, args.heap) for name in ("primary", "dr")]
     monitor = copier = producer = None
     try:
-        for c in clusters:
-            c.start(timeout=180)
-        primary, dr = clusters[0].bootstrap, clusters[1].bootstrap
+        started = time.monotonic()
+        for nodes in clusters:
+            nodes[0].start(timeout=300)
+            for n in nodes[1:]:
+                n.start(timeout=300)
+        log(f"{len(clusters)} clusters of {args.brokers} broker(s) up in {time.monotonic() - started:.0f} s")
+        primary, dr = (",".join(n.bootstrap for n in nodes) for nodes in clusters)
         idle = [f"t{i:04d}" for i in range(args.partitions // PER_TOPIC)]
         started = time.monotonic()
         log(f"creating {len(idle)} x {PER_TOPIC} source and mirror partitions")
@@ -200,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"created in {time.monotonic() - started:.0f} s; filling")
         fill(primary, idle, args.records)
         fill(dr, [f"primary.{t}" for t in idle], args.records)
-        write_syncs(primary, "mm2-offset-syncs.dr.internal", idle)
+        if args.records:  # empty partitions need no offset-sync: an empty mirror is caught up
+            write_syncs(primary, "mm2-offset-syncs.dr.internal", idle)
         log(f"filled in {time.monotonic() - started:.0f} s")
         producer = SteadyProducer(primary, "busy", PER_TOPIC, args.rate).start()
         copier = DelayedCopier(primary, dr, "busy", "primary.busy", PER_TOPIC, 1.0,
@@ -220,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                                        stderr=subprocess.STDOUT)
             try:
                 row = measure(f"http://127.0.0.1:{port}", monitor, total, granularity, args, work)
+                row["brokers_per_cluster"] = args.brokers
             finally:
                 monitor.terminate()
                 monitor.wait(30)
@@ -242,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             copier.stop()
         if producer is not None:
             producer.close()
-        for c in clusters:
-            c.stop()
+        for nodes in clusters:
+            for n in reversed(nodes):
+                n.stop(kill=True)
         shutil.rmtree(work, ignore_errors=True)
 
 

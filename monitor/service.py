@@ -71,6 +71,19 @@ log = logging.getLogger(__name__)
 LATENCY_SAMPLES_KEPT = 20_000
 
 
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def runqueue_seconds() -> float | None:
+    """How long the calling thread has waited, runnable, for a CPU (Linux schedstat: other
+    processes and threads had the cores); None where the kernel does not say."""
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
 class MonitorService:
     """Everything ``sparkmirror monitor`` runs, for one parsed mm2.properties."""
 
@@ -125,9 +138,10 @@ class MonitorService:
 
     async def _evaluate_in_steps(self) -> Evaluation:
         steps = evaluate_steps(self.state, time.time(), self.settings)
-        busy = longest = longest_cpu = 0.0
+        busy = longest = longest_cpu = longest_runqueue = 0.0
+        runqueue = runqueue_seconds()
         while True:
-            started, started_cpu = time.perf_counter(), time.thread_time()
+            started, started_cpu, started_runqueue = time.perf_counter(), time.thread_time(), runqueue
             try:
                 next(steps)
             except StopIteration as done:
@@ -135,14 +149,20 @@ class MonitorService:
                 break
             finally:
                 took = time.perf_counter() - started
-                busy, longest = busy + took, max(longest, took)
+                runqueue = runqueue_seconds()
+                busy = busy + took
+                if took > longest:
+                    longest = took
+                    longest_runqueue = runqueue - started_runqueue if runqueue is not None else None
                 longest_cpu = max(longest_cpu, time.thread_time() - started_cpu)
             await asyncio.sleep(0)
         ev.duration_seconds = busy  # the evaluator's own work, not the pauses between its steps
-        # A step's wall time also counts the time it waited for the GIL while a collector thread
-        # held it, and garbage collections; its CPU time is the evaluator's own work.
+        # A step's wall time is its own CPU time, plus the time the thread waited for a core
+        # (other processes; runqueue), plus the time it waited for the GIL while another thread
+        # held it (a collector thread, a garbage collection there).
         ev.extra["longest_step_seconds"] = longest
         ev.extra["longest_step_cpu_seconds"] = longest_cpu
+        ev.extra["longest_step_runqueue_seconds"] = longest_runqueue
         ev.extra["longest_gc_pause_seconds"] = gc_pauses.take_longest()
         self._evaluation = ev
         self.history.record(ev)

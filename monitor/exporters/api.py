@@ -119,6 +119,9 @@ def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 1
                     "evaluation_longest_step_seconds": _round(ev.extra.get("longest_step_seconds"), 4),
                     # of which the evaluator's own CPU time (the rest: waiting for the GIL, collections)
                     "evaluation_longest_step_cpu_seconds": _round(ev.extra.get("longest_step_cpu_seconds"), 4),
+                    # of the longest step's wall time, how long the monitor waited for a core
+                    "evaluation_longest_step_runqueue_seconds":
+                        _round(ev.extra.get("longest_step_runqueue_seconds"), 4),
                     # the longest garbage collection since the evaluation before (it stops every thread)
                     "gc_longest_pause_seconds": _round(ev.extra.get("longest_gc_pause_seconds"), 4)},
         "status": ev.status,

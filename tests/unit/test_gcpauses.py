@@ -34,3 +34,27 @@ def test_the_state_is_frozen_once_built_and_again_when_it_grew_by_a_quarter():
         assert not settler.settle(8_000)  # topics deleted: nothing to freeze
     finally:
         gc.unfreeze()
+
+
+def test_the_longest_evaluation_step_says_how_much_of_it_was_waiting_for_a_core():
+    """The wall time of the longest step splits into the evaluator's CPU, waiting for a core
+    (the kernel's schedstat for the loop's thread) and waiting for the GIL."""
+    import asyncio
+    import sys
+
+    from monitor.service import MonitorService, runqueue_seconds
+    from monitor.watch import MonitorOptions
+    from replicator.model.config import parse_config
+
+    if not sys.platform.startswith("linux"):
+        assert runqueue_seconds() is None
+        return
+    first = runqueue_seconds()
+    sum(i * i for i in range(200_000))
+    assert first is not None and 0 <= first <= runqueue_seconds()
+    config = parse_config("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+                          "A->B.enabled = true\n")
+    service = MonitorService(config, MonitorOptions(interval=5))
+    ev = asyncio.run(service.evaluate_async())
+    wall, waited = ev.extra["longest_step_seconds"], ev.extra["longest_step_runqueue_seconds"]
+    assert waited is not None and 0 <= waited <= wall
