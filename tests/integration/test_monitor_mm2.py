@@ -125,8 +125,11 @@ def test_monitor_follows_real_mm2(kafka_clusters, tmp_path, unique):
         oldest_ms = int(time.time() * 1000) - 30_000
         produce_raw(primary, topic, [{"value": b"paused", "partition": 0, "timestamp": oldest_ms + i}
                                      for i in range(20)])
-        flow = mon.wait_for(lambda s: (topic_lag(s) or {}).get("lag_seconds") and s["flows"][0], 20,
-                            "lag while MM2 is stopped")
+        # Until the lag probe has read the first paused record, seconds lag is the time since the
+        # probe last found the partition caught up (an upper bound for records stamped when they
+        # were written; these carry timestamps 30 s old): wait for the probe's figure.
+        flow = mon.wait_for(lambda s: ((topic_lag(s) or {}).get("lag_seconds") or 0) >= 25 and s["flows"][0], 20,
+                            "lag while MM2 is stopped, from the paused records' timestamps")
         status = mon.status()
         p0 = next(p for p in status["flows"][0]["partitions"] if p["topic"] == topic and p["partition"] == 0)
         assert p0["lag_records"] == 20 and p0["status"] == "STOP"
