@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from monitor import catchup
 from monitor import lag as lagmath
 from monitor import readiness
+from monitor.pacing import _CHECK_EVERY, STEP_SECONDS, Pacer  # noqa: F401 (_CHECK_EVERY: tests)
 from sparkmirror.metrics import STATUS_CODES, STATUSES
 from monitor.state import FlowState, MonitorState, PartitionState
 
@@ -198,38 +199,7 @@ class Evaluation:
     extra: dict = field(default_factory=dict)
 
 
-#: The evaluator's work between two pauses of ``evaluate_steps``: the event loop it runs on
-#: answers /healthz, /metrics and the collectors at least this often (plus one item's work).
-STEP_SECONDS = 0.004
-#: Items (partitions, groups) between two reads of the clock.
-_CHECK_EVERY = 32
-
-
-class _Pacer:
-    """Says when the running step has used its time, so every pass over the partitions pauses
-    by time, not by count: a pass that is cheap for idle partitions runs in few steps, one
-    that is costly (partitions whose figures moved, a garbage collection in the middle) in
-    many. The clock is read every _CHECK_EVERY items; a step's time counts from the first
-    read after the pause, so the time spent paused is not charged to the next step."""
-
-    __slots__ = ("clock", "budget", "until", "count", "paused")
-
-    def __init__(self, clock: Callable[[], float], budget: float) -> None:
-        self.clock, self.budget = clock, budget
-        self.until, self.count, self.paused = clock() + budget, 0, False
-
-    def due(self) -> bool:
-        self.count += 1
-        if self.count % _CHECK_EVERY:
-            return False
-        now = self.clock()
-        if self.paused:
-            self.until, self.paused = now + self.budget, False
-            return False
-        if now >= self.until:
-            self.paused = True
-            return True
-        return False
+# Pacer, STEP_SECONDS: monitor.pacing (the evaluation runs on the event loop in steps).
 
 
 def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings()) -> Evaluation:
@@ -251,7 +221,7 @@ def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings 
     state may change between two steps, which only means that later partitions are
     evaluated from slightly newer figures.
     """
-    pacer = _Pacer(clock, STEP_SECONDS)
+    pacer = Pacer(clock, STEP_SECONDS)
     flows = []
     for fs in list(state.flows.values()):
         flows.append((yield from _flow(state, fs, now, settings, pacer)))
@@ -413,7 +383,7 @@ _UNKNOWN_REASONS = {
 
 
 def _topics(partitions: list[PartitionResult], lost_total: dict[str, int],
-            pacer: _Pacer) -> Generator[None, None, list[TopicResult]]:
+            pacer: Pacer) -> Generator[None, None, list[TopicResult]]:
     by_topic: dict[str, list[PartitionResult]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
@@ -463,7 +433,7 @@ def checkpoint_due_since(syncs, history, committed: int, cp, first_seen: float) 
     return due
 
 
-def _groups(fs: FlowState, now: float, timeout: float, pacer: _Pacer) -> Generator[None, None, list[GroupResult]]:
+def _groups(fs: FlowState, now: float, timeout: float, pacer: Pacer) -> Generator[None, None, list[GroupResult]]:
     source_of = {p.target_topic: p.topic for p in fs.partitions.values()}
     by_group: dict[str, dict[tuple[str, int], object]] = {}
     for (group, target_topic, partition), record in fs.checkpoints.items():
@@ -524,7 +494,7 @@ def _groups(fs: FlowState, now: float, timeout: float, pacer: _Pacer) -> Generat
 # --- flows -------------------------------------------------------------------------
 
 def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings,
-          pacer: _Pacer) -> Generator[None, None, FlowResult]:
+          pacer: Pacer) -> Generator[None, None, FlowResult]:
     w = fs.watch
     reasons: list[str] = []
     statuses = [OK]
@@ -659,7 +629,7 @@ class _LowHeadroom:
 
 
 def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float, settings: EvaluatorSettings,
-              pacer: _Pacer) -> Generator[None, None, _LowHeadroom]:
+              pacer: Pacer) -> Generator[None, None, _LowHeadroom]:
     """Fill in each partition's retention headroom; a low one makes an OK partition WARN."""
     low: list[PartitionResult] = []
     raised = 0

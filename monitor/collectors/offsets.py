@@ -38,6 +38,7 @@ import time
 from monitor.collectors.cluster import ClusterClient
 from monitor.collectors.periodic import refresh_forever
 from monitor.collectors.timelag import LagProbe
+from monitor.pacing import STEP_SECONDS, Pacer, run_in_steps
 from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import MonitorOptions, WatchedFlow
 
@@ -151,8 +152,7 @@ class EndOffsetCollector:
         source_ends = await self.source.call(self.source.list_offsets, source_parts, "latest", True) \
             if source_parts else {}
         at = time.time()
-        rows, unread, unchanged = await asyncio.to_thread(self._compare, watched, starts, syncs, source_ends,
-                                                          target_ends)
+        rows, unread, unchanged = await run_in_steps(self._compare(watched, starts, syncs, source_ends, target_ends))
         self.state.record_offsets(self.flow.name, rows, at, keep=unread, unchanged=unchanged)
         if self.probe is not None and (self._probing is None or self._probing.done()):
             self._probing = asyncio.create_task(self._probe())
@@ -160,12 +160,16 @@ class EndOffsetCollector:
     def _compare(self, watched: list[Watched], starts, syncs, source_ends, target_ends):
         """(rows that changed since the previous read, partitions not read, partitions unchanged).
 
-        Runs in a worker thread: at 10,000 partitions this is the bulk of a refresh's Python
-        work, and on most rounds most partitions did not move.
+        At 10,000 partitions this is the bulk of a refresh's Python work (on most rounds most
+        partitions did not move): it runs on the event loop in steps (``run_in_steps``), as the
+        evaluation does, rather than in a worker thread that would hold the GIL against the loop.
         """
         previous = self._previous
         rows, unread, unchanged = [], set(), []
+        pacer = Pacer(time.perf_counter, STEP_SECONDS)
         for t, p, remote, exists in watched:
+            if pacer.due():
+                yield
             key = (t, p)
             end, start = source_ends.get(key), starts.get(key)
             target_end = target_ends.get((remote, p))

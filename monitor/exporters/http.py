@@ -1,7 +1,7 @@
 """The monitor's HTTP server (aiohttp): /metrics, /api/status, /healthz and the status page at /.
 
-- ``/metrics``: Prometheus text format, rendered in a worker thread so a large
-  exposition never blocks the event loop.
+- ``/metrics``: Prometheus text format, rendered on the event loop in short steps
+  (monitor.exporters.prometheus.render_on_loop), so a large exposition never blocks it.
 - ``/api/status``: the Evaluation as JSON (monitor.exporters.api);
   ``?detail=partitions`` lists every partition, ``?top=N`` sizes the top list.
   HTTP 200 whatever the replication status: the status is in the body.
@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry
 from monitor.evaluator import Evaluation
 from monitor.exporters import page
 from monitor.exporters.api import status_document
-from monitor.exporters.prometheus import CONTENT_TYPE, render
+from monitor.exporters.prometheus import CONTENT_TYPE, render_on_loop
 from monitor.history import History
 from sparkmirror.webauth import aiohttp_basic_auth
 from sparkmirror.webreload import CredentialCheck, LiveWebConfig
@@ -55,7 +55,7 @@ class HttpSources:
 def build_app(sources: HttpSources) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
         await sources.evaluation()
-        body = await asyncio.to_thread(render, sources.registry)
+        body = await render_on_loop(sources.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def status(request: web.Request) -> web.Response:

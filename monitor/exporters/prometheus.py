@@ -8,7 +8,9 @@ totals. The registry is the monitor's own, never the global one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+import time
+from collections.abc import Callable, Generator, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.utils import floatToGoString
@@ -16,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from sparkmirror import metrics as m
 from monitor.evaluator import Evaluation
+from monitor.pacing import STEP_SECONDS, Pacer, run_in_steps
 from monitor.exporters.samples import (histogram, partition_figures, partition_level, partition_samples, samples,
                                       served_specs)
 
@@ -30,6 +33,7 @@ class EvaluationCollector:
         self.version = version
         self.rendered: tuple[Evaluation, bytes] | None = None  # the newest evaluation's text
         self.partition_lines: dict = {}  # see exposition
+        self.rendering: tuple[Evaluation, asyncio.Future] | None = None  # see render_on_loop
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: families depend on the evaluation
@@ -77,12 +81,55 @@ def render(registry: CollectorRegistry) -> bytes:
     cached = collector.rendered
     if cached is not None and cached[0] is ev:
         return cached[1]  # another scrape of the same evaluation
-    body = exposition(ev, collector.version, collector.partition_lines)
+    steps = exposition_steps(ev, collector.version, collector.partition_lines)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            body = done.value
+            break
+    collector.rendered = (ev, body)
+    return body
+
+
+async def render_on_loop(registry: CollectorRegistry) -> bytes:
+    """``render`` on the event loop, in steps of at most ~STEP_SECONDS each with the loop free in
+    between: no worker thread holds the GIL against the loop's other work (the evaluation, the
+    collectors) for a whole large exposition. Scrapes of the same evaluation share one render."""
+    collector = getattr(registry, "sparkmirror_collector", None)
+    if collector is None:
+        return await asyncio.to_thread(generate_latest, registry)
+    ev = collector.get_evaluation()
+    if ev is None:
+        return b""
+    cached = collector.rendered
+    if cached is not None and cached[0] is ev:
+        return cached[1]
+    running = collector.rendering
+    if running is None or running[0] is not ev:
+        running = (ev, asyncio.ensure_future(_render_in_steps(collector, ev)))
+        collector.rendering = running
+    return await asyncio.shield(running[1])
+
+
+async def _render_in_steps(collector: "EvaluationCollector", ev: Evaluation) -> bytes:
+    body = await run_in_steps(exposition_steps(ev, collector.version, collector.partition_lines))
     collector.rendered = (ev, body)
     return body
 
 
 def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None = None) -> bytes:
+    """``exposition_steps`` in one go."""
+    steps = exposition_steps(ev, version, partition_lines)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | None = None,
+                     clock: Callable[[], float] = time.perf_counter) -> Generator[None, None, bytes]:
     """``generate_latest`` of the EvaluationCollector, byte for byte, without building the families.
 
     prometheus-client builds a Metric and a Sample object per series and formats each with
@@ -91,7 +138,10 @@ def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None =
     the caller between renders) holds each partition's lines with the figures they show: a
     partition whose figures did not change since the previous render (most of them, most of
     the time) costs a comparison, not five formatted lines.
+
+    Yields whenever a step has worked for STEP_SECONDS (by ``clock``), as the evaluation does.
     """
+    pacer = Pacer(clock, STEP_SECONDS)
     specs = served_specs(ev.granularity)
     lines: dict[str, list[str]] = {spec.name: [] for spec in specs}
     layout = {spec.name: _layout(spec) for spec in specs}
@@ -104,6 +154,8 @@ def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None =
         out = lines.get(spec.name)
         if out is not None:
             out.append(line(spec, labels, value))
+        if pacer.due():
+            yield
     if partition_level(ev):
         previous = partition_lines if partition_lines is not None else {}
         kept = {}
@@ -121,6 +173,8 @@ def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None =
                 kept[key] = hit
                 for name, text in hit[1]:
                     lines[name].append(text)
+                if pacer.due():
+                    yield
         if partition_lines is not None:
             partition_lines.clear()
             partition_lines.update(kept)

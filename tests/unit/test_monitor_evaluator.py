@@ -580,6 +580,15 @@ def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_res
         assert stepped.flows[0].partitions_by_status == whole.flows[0].partitions_by_status
 
 
+def _all_steps(steps):
+    """A stepped generator's value (monitor.pacing), driven without an event loop."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 def test_a_refresh_recomputes_only_the_partitions_whose_figures_changed():
     from monitor.collectors.offsets import EndOffsetCollector
     from monitor.watch import MonitorOptions
@@ -591,13 +600,13 @@ def test_a_refresh_recomputes_only_the_partitions_whose_figures_changed():
     syncs = {("orders", p): (0, 0) for p in range(3)}
     ends = {("orders", p): 10 for p in range(3)}
     target_ends = {("a.orders", p): 10 for p in range(3)}
-    rows, unread, unchanged = collector._compare(watched, starts, syncs, ends, target_ends)
+    rows, unread, unchanged = _all_steps(collector._compare(watched, starts, syncs, ends, target_ends))
     assert len(rows) == 3 and not unread and not unchanged
     state.record_offsets(FLOW, rows, at=clock.now)
     clock.now += 0.2
     ends[("orders", 1)] = 12
     del target_ends[("a.orders", 2)]  # failed alone this time
-    rows, unread, unchanged = collector._compare(watched, starts, syncs, ends, target_ends)
+    rows, unread, unchanged = _all_steps(collector._compare(watched, starts, syncs, ends, target_ends))
     assert [(r.partition, r.source_end) for r in rows] == [(1, 12)]
     assert unread == {("orders", 2)} and unchanged == [("orders", 0)]
     state.record_offsets(FLOW, rows, at=clock.now, keep=unread, unchanged=unchanged)

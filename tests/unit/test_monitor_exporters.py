@@ -398,3 +398,47 @@ def test_latency_samples_beyond_the_limit_are_dropped_counted_and_logged(caplog)
         assert _latency_points(reader)[FLOW].count == 3
         assert len([r for r in caplog.records if r.name == "monitor.exporters.otel"]) == 1
     otel.shutdown()
+
+
+def test_the_exposition_on_the_event_loop_runs_in_short_steps_and_writes_the_same_text():
+    """/metrics renders on the event loop, pausing every STEP_SECONDS of work; the text is the
+    same as in one go, and scrapes of the same evaluation share one render."""
+    import asyncio
+    import itertools
+
+    from monitor import cardinality, evaluator
+    from monitor.exporters import prometheus
+    from monitor.exporters.prometheus import exposition, exposition_steps, render_on_loop
+
+    ev = cardinality.synthetic_evaluation(partitions=2_000, topics=20, groups=2, series="all")
+    whole = exposition(ev, "1.2.3")
+    ticks = itertools.count()
+    steps = exposition_steps(ev, "1.2.3", clock=lambda: next(ticks) * evaluator.STEP_SECONDS)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+            pauses += 1
+        except StopIteration as done:
+            assert done.value == whole
+            break
+    assert pauses >= 2_000 // (2 * evaluator._CHECK_EVERY)  # a clock that says "late" at every read
+
+    registry = build_registry(lambda: ev, "1.2.3")
+    renders = []
+    real = prometheus.exposition_steps
+
+    def counted(*args, **kwargs):
+        renders.append(1)
+        return real(*args, **kwargs)
+
+    prometheus.exposition_steps = counted
+    try:
+        async def scrape_three_at_once():
+            return await asyncio.gather(*(render_on_loop(registry) for _ in range(3)))
+
+        bodies = asyncio.run(scrape_three_at_once())
+    finally:
+        prometheus.exposition_steps = real
+    assert bodies == [whole] * 3 and len(renders) == 1
+    assert render(registry) is bodies[0]  # and kept for the next scrape of the same evaluation
