@@ -70,16 +70,21 @@ def _monitor_section(results: list[dict]) -> list[str]:
            "status every 5 s) as its own process. Times in ms (p50 / worst); the loop block is the "
            "slowest `/healthz`, i.e. the longest the event loop was busy elsewhere (other threads and the "
            "garbage collector included); the evaluation step is the longest the evaluation itself held it, "
-           "in wall time and in its own CPU time (the difference is time spent waiting for the GIL held by a "
-           "collector thread); the GC pause is the longest garbage collection seen (it stops every thread).\n",
-           "| partitions | granularity | refresh | /metrics | /api/status | evaluation (worst) | evaluation step "
-           "(worst, wall / CPU) | GC pause (worst) | loop block (worst) | CPU % of a core | RSS MB | date | command |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+           "in wall time, in its own CPU time and, of its wall time, how long the monitor's thread waited for "
+           "a core while other processes (brokers, load generator) had both (the rest is waiting for the GIL "
+           "held by another thread); the GC pause is the longest garbage collection seen (it stops every "
+           "thread).\n",
+           "| partitions | granularity | brokers per cluster | refresh | /metrics | /api/status | evaluation (worst) "
+           "| evaluation step (worst, wall / CPU / waiting for a core) | GC pause (worst) | loop block (worst) "
+           "| CPU % of a core | RSS MB | date | command |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for (partitions, granularity), r in sorted(newest.items()):
-        out.append(f"| {partitions:,} | {granularity} | {r['refresh_ms']} / {r['refresh_max_ms']} | "
+        out.append(f"| {partitions:,} | {granularity} | {r.get('brokers_per_cluster', 1)} | "
+                   f"{r['refresh_ms']} / {r['refresh_max_ms']} | "
                    f"{r['metrics_ms']} / {r['metrics_max_ms']} | {r['status_ms']} / {r['status_max_ms']} | "
                    f"{r['evaluation_max_ms']} | {r.get('evaluation_step_max_ms') or '-'} / "
-                   f"{r.get('evaluation_step_cpu_max_ms') or '-'} | {r.get('gc_pause_max_ms') or '-'} | "
+                   f"{r.get('evaluation_step_cpu_max_ms') or '-'} / "
+                   f"{r.get('evaluation_step_max_runqueue_ms') or '-'} | {r.get('gc_pause_max_ms') or '-'} | "
                    f"{r['loop_block_max_ms']} | "
                    f"{r['cpu_percent']} | {r['rss_mb']} | "
                    f"{r['date']} | `{r['command']}` |")
