@@ -139,9 +139,11 @@ class MonitorService:
     async def _evaluate_in_steps(self) -> Evaluation:
         steps = evaluate_steps(self.state, time.time(), self.settings)
         busy = longest = longest_cpu = longest_runqueue = 0.0
-        runqueue = runqueue_seconds()
         while True:
-            started, started_cpu, started_runqueue = time.perf_counter(), time.thread_time(), runqueue
+            # read at the step's start: a wait while the loop ran other work between two steps
+            # is not this step's
+            started_runqueue = runqueue_seconds()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             try:
                 next(steps)
             except StopIteration as done:
@@ -149,9 +151,9 @@ class MonitorService:
                 break
             finally:
                 took = time.perf_counter() - started
-                runqueue = runqueue_seconds()
                 busy = busy + took
                 if took > longest:
+                    runqueue = runqueue_seconds()
                     longest = took
                     longest_runqueue = runqueue - started_runqueue if runqueue is not None else None
                 longest_cpu = max(longest_cpu, time.thread_time() - started_cpu)
