@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from monitor import catchup
 from monitor import lag as lagmath
 from monitor import readiness
-from monitor.pacing import _CHECK_EVERY, STEP_SECONDS, Pacer  # noqa: F401 (_CHECK_EVERY: tests)
+from monitor.pacing import _CHECK_EVERY, STEP_SECONDS, Pacer, finish  # noqa: F401 (_CHECK_EVERY: tests)
 from sparkmirror.metrics import STATUS_CODES, STATUSES
 from monitor.state import FlowState, MonitorState, PartitionState
 
@@ -203,12 +203,7 @@ class Evaluation:
 
 
 def evaluate(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings()) -> Evaluation:
-    steps = evaluate_steps(state, now, settings)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
+    return finish(evaluate_steps(state, now, settings))
 
 
 def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings = EvaluatorSettings(),

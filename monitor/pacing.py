@@ -51,6 +51,15 @@ class Pacer:
 T = TypeVar("T")
 
 
+def finish(steps: Generator[None, None, T]) -> T:
+    """Drive ``steps`` to its end in one go (no event loop); its value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 async def run_in_steps(steps: Generator[None, None, T]) -> T:
     """Drive ``steps`` to its end, letting the event loop run at each pause; its value."""
     while True:

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from sparkmirror import metrics as m
 from monitor.evaluator import Evaluation
-from monitor.pacing import STEP_SECONDS, Pacer, run_in_steps
+from monitor.pacing import STEP_SECONDS, Pacer, finish, run_in_steps
 from monitor.exporters.samples import (histogram, partition_figures, partition_level, partition_samples, samples,
                                       served_specs)
 
@@ -81,13 +81,7 @@ def render(registry: CollectorRegistry) -> bytes:
     cached = collector.rendered
     if cached is not None and cached[0] is ev:
         return cached[1]  # another scrape of the same evaluation
-    steps = exposition_steps(ev, collector.version, collector.partition_lines)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            body = done.value
-            break
+    body = finish(exposition_steps(ev, collector.version, collector.partition_lines))
     collector.rendered = (ev, body)
     return body
 
@@ -120,12 +114,7 @@ async def _render_in_steps(collector: "EvaluationCollector", ev: Evaluation) -> 
 
 def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None = None) -> bytes:
     """``exposition_steps`` in one go."""
-    steps = exposition_steps(ev, version, partition_lines)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
+    return finish(exposition_steps(ev, version, partition_lines))
 
 
 def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | None = None,
