@@ -20,7 +20,7 @@ from monitor import lag as lagmath
 from monitor import readiness
 from monitor.pacing import _CHECK_EVERY, STEP_SECONDS, Pacer, finish  # noqa: F401 (_CHECK_EVERY: tests)
 from sparkmirror.metrics import STATUS_CODES, STATUSES
-from monitor.state import FlowState, MonitorState, PartitionState
+from monitor.state import AT, LAG, POSITION, SOURCE_END, FlowState, MonitorState, PartitionState
 
 OK, WARN, STALL, STOP, ERR = STATUSES
 
@@ -169,6 +169,8 @@ class FlowResult:
     copy_rate: float | None = None         # records/s, summed over the partitions
     source_rate: float | None = None
     catchup_eta_seconds: float | None = None
+    # per collector, (rounds, p50 s, worst s) over the last minute (MonitorState.recent_rounds)
+    collector_last_minute: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
     @property
     def catchup_rate(self) -> float | None:
@@ -265,15 +267,15 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     elif stopped:
         status = STOP
         reasons.append(f"{lag} records to copy and {stop_reason}")
-    elif full and all(s.position == position and s.lag for s in window):
+    elif full and all(s[POSITION] == position and s[LAG] for s in window):
         status = STALL
-        reasons.append(f"replicated position {position} unchanged for {window[-1].at - window[0].at:.0f}s "
+        reasons.append(f"replicated position {position} unchanged for {window[-1][AT] - window[0][AT]:.0f}s "
                        f"({len(window)} refreshes) with {lag} records to copy")
-    elif full and all(s.lag is not None for s in window) and window[-1].lag > window[0].lag and all(
-            b.lag >= a.lag for a, b in zip(window, window[1:])):
+    elif full and all(s[LAG] is not None for s in window) and window[-1][LAG] > window[0][LAG] and all(
+            b[LAG] >= a[LAG] for a, b in zip(window, window[1:])):
         status = WARN
         reasons.append(f"lag grew in each of the last {len(window)} refreshes "
-                       f"({window[0].lag} -> {window[-1].lag} records)")
+                       f"({window[0][LAG]} -> {window[-1][LAG]} records)")
     else:
         status = OK
     pace = catchup.partition(_window_ends(window), lag)
@@ -282,6 +284,18 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                            oldest_ms, lost_records, part.read_at, open_transaction=held is not None,
                            catchup_state=pace.state, copy_rate=pace.copy_rate, source_rate=pace.source_rate,
                            catchup_eta_seconds=pace.eta_seconds)
+
+
+def _partition_order(fs: FlowState) -> list:
+    """The flow's partition keys, sorted; sorted again only when partitions came or went.
+
+    One sort of 10,000 keys is a single call that holds the event loop for tens of ms on a
+    busy machine, and the set of partitions changes only with the topics.
+    """
+    order = fs.partitions_order
+    if order is None or order[0] != fs.partitions_changed or order[1] != len(fs.partitions):
+        order = fs.partitions_order = (fs.partitions_changed, len(fs.partitions), sorted(fs.partitions))
+    return order[2]
 
 
 def _idle_signature(part: PartitionState) -> tuple | None:
@@ -298,13 +312,13 @@ def _idle_signature(part: PartitionState) -> tuple | None:
     if not window:
         return None
     first, last = window[0], window[-1]
-    if first.position is None or first.position != last.position or first.source_end != last.source_end:
+    if first[POSITION] is None or first[POSITION] != last[POSITION] or first[SOURCE_END] != last[SOURCE_END]:
         return None
     high = part.source_high_watermark
     if high is not None and part.source_end is not None and high > part.source_end:
         return None
     return (part.position, part.source_start, part.source_end, part.target_end, high, part.probe,
-            first.position, first.source_end, len(window) >= 2 and last.at > first.at)
+            first[POSITION], first[SOURCE_END], len(window) >= 2 and last[AT] > first[AT])
 
 
 def _window_ends(window: list) -> tuple:
@@ -312,12 +326,12 @@ def _window_ends(window: list) -> tuple:
     if len(window) < 2:
         return ()
     first, last = window[0], window[-1]
-    if first.position is None or last.position is None:  # rare: scan for the known ones
-        known = [s for s in window if s.position is not None]
+    if first[POSITION] is None or last[POSITION] is None:  # rare: scan for the known ones
+        known = [s for s in window if s[POSITION] is not None]
         if len(known) < 2:
             return ()
         first, last = known[0], known[-1]
-    return (first.at, first.position, first.source_end), (last.at, last.position, last.source_end)
+    return (first[AT], first[POSITION], first[SOURCE_END]), (last[AT], last[POSITION], last[SOURCE_END])
 
 
 def _held_by_open_transaction(part: PartitionState, position: int | None, window: list,
@@ -331,9 +345,9 @@ def _held_by_open_transaction(part: PartitionState, position: int | None, window
     stable, high = part.source_end, part.source_high_watermark
     if stable is None or high is None or position is None or not stable < high or position < stable:
         return None
-    if not full or not all(s.source_end == stable for s in window):
+    if not full or not all(s[SOURCE_END] == stable for s in window):
         return None
-    return stable, high, window[-1].at - window[0].at
+    return stable, high, window[-1][AT] - window[0][AT]
 
 
 def _seconds_lag(part: PartitionState, lag: int | None, now: float) -> tuple[int | None, float | None, int | None]:
@@ -529,8 +543,11 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
                                 hb.last_latency, stopped, arrival_age)
 
     partitions = []
-    previous, kept = fs.idle_results, {}
-    for key, p in sorted(fs.partitions.items()):
+    previous, kept, built = fs.idle_results, {}, 0
+    for key in _partition_order(fs):
+        p = fs.partitions.get(key)
+        if p is None:
+            continue  # dropped by a refresh recorded while this evaluation paused
         signature = _idle_signature(p)
         hit = previous.get(key) if signature is not None else None
         if hit is not None and hit[0] == signature and hit[1].status == OK and not hit[1].reasons:
@@ -541,10 +558,12 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
             result = _partition(p, now, stopped, stop_reason, settings)
             if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
                 kept[key] = (signature, result)
+                built += 1
         partitions.append(result)
         if pacer.due():
             yield
     fs.idle_results = kept
+    fs.idle_results_built += built
     # what follows goes over every partition again, pausing the same way
     low = yield from _headroom(partitions, fs, now, settings, pacer)
     by_status = {s: 0 for s in STATUSES}
@@ -591,8 +610,9 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
                        + (" ..." if len(warn_groups) > 5 else ""))
 
     moved = False
-    for p in fs.partitions.values():
-        if len(p.window) >= 2 and p.window[-1].position != p.window[0].position:
+    # a copy: a refresh between two steps may add or drop partitions
+    for p in list(fs.partitions.values()):
+        if len(p.window) >= 2 and p.window[-1][POSITION] != p.window[0][POSITION]:
             moved = True
             break
         if pacer.due():
@@ -611,7 +631,8 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
         fs.source_total, fs.probes_total, dict(fs.lost_total), by_status, partitions,
         topics, groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
-        low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds)
+        low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
+        state.recent_rounds(w.name))
 
 
 # --- failover readiness and retention headroom (monitor.readiness) ---------------------
@@ -628,9 +649,16 @@ def _headroom(partitions: list[PartitionResult], fs: FlowState, now: float, sett
     """Fill in each partition's retention headroom; a low one makes an OK partition WARN."""
     low: list[PartitionResult] = []
     raised = 0
+    caught_up: dict[str, readiness.Headroom] = {}  # topic -> the headroom of its caught-up partitions
     for p in partitions:
-        h = readiness.headroom(p.lag_records, p.oldest_unreplicated_timestamp_ms, fs.retention.get(p.topic), now,
-                               settings.retention_headroom_warn)
+        if p.lag_records == 0:  # nothing missing: the same for every such partition of the topic
+            h = caught_up.get(p.topic)
+            if h is None:
+                h = caught_up[p.topic] = readiness.headroom(0, None, fs.retention.get(p.topic), now,
+                                                            settings.retention_headroom_warn)
+        else:
+            h = readiness.headroom(p.lag_records, p.oldest_unreplicated_timestamp_ms, fs.retention.get(p.topic),
+                                   now, settings.retention_headroom_warn)
         p.retention_headroom_seconds, p.retention_unlimited = h.seconds, h.unlimited
         if h.low:
             low.append(p)

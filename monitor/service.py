@@ -165,11 +165,16 @@ class MonitorService:
         ev.extra["longest_step_seconds"] = longest
         ev.extra["longest_step_cpu_seconds"] = longest_cpu
         ev.extra["longest_step_runqueue_seconds"] = longest_runqueue
-        ev.extra["longest_gc_pause_seconds"] = gc_pauses.take_longest()
+        ev.extra["longest_gc_pause_seconds"], ev.extra["longest_gc_pause_cpu_seconds"] = gc_pauses.take()
         self._evaluation = ev
         self.history.record(ev)
+        built = 0
+        for fs in self.state.flows.values():
+            built, fs.idle_results_built = built + fs.idle_results_built, 0
         if self._positions_read():
-            self._gc.settle(sum(len(fs.partitions) for fs in self.state.flows.values()))
+            self._gc.settle(sum(len(fs.partitions) for fs in self.state.flows.values()), built)
+        ev.extra["gc_state_freezes"] = self._gc.freezes
+        ev.extra["gc_state_top_ups"] = self._gc.top_ups
         return ev
 
     def _positions_read(self) -> bool:

@@ -15,12 +15,15 @@ import bisect
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 from sparkmirror import metrics
+
+#: rounds of each collector kept for the last minute's figures (the positions loop makes ~5 a second)
+ROUNDS_KEPT = 600
 from monitor.lag import Position, lost_range, records_lag, replicated_position
+from monitor.pacing import Pacer, finish
 from monitor.watch import WatchedFlow
 
 #: Offset-syncs per partition and committed offsets per group partition kept with their times,
@@ -55,18 +58,14 @@ DOWN_AFTER_FAILURES = 3
 DOWN_AFTER_SECONDS = 15.0
 
 
-class Sample(NamedTuple):
-    """One partition's figures at one read, kept in its sample window.
-
-    A tuple of numbers, which the garbage collector stops tracking: a monitor of 100,000
-    partitions keeps a million of them, and as objects they made every full collection
-    take seconds.
-    """
-
-    at: float
-    position: int | None
-    lag: int | None
-    source_end: int
+#: One partition's figures at one read, kept in its sample window: ``(at, position, lag,
+#: source_end)``, read with the indexes below. A plain tuple of numbers, which the garbage
+#: collector stops tracking at the first collection it survives (a NamedTuple is a tuple
+#: subclass, and those stay tracked): a monitor of 10,000 partitions keeps 100,000 samples,
+#: and as tracked objects every full collection walked them all (7-23 ms with every thread
+#: stopped, in the middle of an evaluation step).
+Sample = tuple[float, int | None, int | None, int | None]
+AT, POSITION, LAG, SOURCE_END = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -107,6 +106,17 @@ class PartitionState:
     probe: Probe | None = None
     lost_through: int = -1                # data loss counted up to this offset (exclusive)
     window: deque[Sample] = field(default_factory=deque)
+
+
+def _never() -> bool:
+    return False
+
+
+def _sample_of(part: PartitionState, at: float) -> Sample:
+    """A trend sample of the partition's figures as they are now (the newest read's): reads come
+    more often than samples, so a read that moved them may have come since the previous sample."""
+    position = part.position.offset
+    return at, position, records_lag(position, part.source_start, part.source_end), part.source_end
 
 
 class LatencySamples:
@@ -191,6 +201,9 @@ class FlowState:
     syncs_topic_present: bool | None = None
     syncs_loaded: bool = False  # the offset-syncs topic was read to its end once (or does not exist)
     partitions: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    partitions_changed: int = 0  # counts partitions added to or dropped from ``partitions``
+    # (partitions_changed, len(partitions), the keys in order) as the evaluator last sorted them
+    partitions_order: tuple[int, int, list[TopicPartition]] | None = None
     partitions_read_at: float | None = None
     checkpoints: dict[tuple[str, str, int], CheckpointRecord] = field(default_factory=dict)
     checkpoints_topic_present: bool | None = None
@@ -213,9 +226,12 @@ class FlowState:
     source_total: int = 0
     probes_total: int = 0
     collector_seconds: dict[str, float] = field(default_factory=dict)
+    # per collector, its last ROUNDS_KEPT rounds as (time.monotonic() at the end, duration)
+    collector_rounds: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
     # The evaluator's memory of caught-up idle partitions' results (monitor.evaluator._idle_signature):
     # reused while their figures do not move, so an evaluation costs what changed.
     idle_results: dict[TopicPartition, tuple] = field(default_factory=dict)
+    idle_results_built: int = 0  # entries of idle_results built anew (monitor.gcpauses.GcSettler takes them)
 
 
 @dataclass(frozen=True)
@@ -375,7 +391,16 @@ class MonitorState:
     # --- end offsets and positions ----------------------------------------------
     def record_offsets(self, flow: str, rows: list[OffsetsRow], at: float | None = None,
                        keep: set[TopicPartition] = frozenset(), unchanged: list[TopicPartition] = ()) -> None:
-        """One refresh of the flow's watched partitions.
+        """One refresh of the flow's watched partitions, in one go (see ``record_offsets_steps``)."""
+        finish(self.record_offsets_steps(flow, rows, at, keep, unchanged))
+
+    def record_offsets_steps(self, flow: str, rows: list[OffsetsRow], at: float | None = None,
+                             keep: set[TopicPartition] = frozenset(), unchanged: list[TopicPartition] = (),
+                             pacer: Pacer | None = None) -> Generator[None, None, None]:
+        """One refresh of the flow's watched partitions, pausing whenever ``pacer`` says so (the
+        monitor runs it on its event loop with ``run_in_steps``: at 10,000 partitions a refresh
+        every 0.2 s touches every one of them). Each partition is recorded whole; an evaluation
+        between two steps sees some partitions at this read and the others at the previous one.
 
         ``unchanged``: partitions read again with the same figures as last time (only their
         read time changes). Partitions in none of ``rows``, ``keep`` (watched but not read
@@ -384,32 +409,36 @@ class MonitorState:
         state = self.flows[flow]
         at = self.clock() if at is None else at
         parts = state.partitions
+        due = pacer.due if pacer is not None else _never
         for key in unchanged:
+            if due():
+                yield
             part = parts.get(key)
             if part is not None:
                 part.read_at = at
                 window = part.window
-                if window and at - window[-1].at >= self.sample_every:
-                    last = window[-1]
-                    window.append(Sample(at, last.position, last.lag, last.source_end))
+                if window and at - window[-1][AT] >= self.sample_every:
+                    window.append(_sample_of(part, at))
         seen = set(keep)
         seen.update(unchanged)
         for row in rows:
+            if due():
+                yield
             key = (row.topic, row.partition)
             seen.add(key)
             part = state.partitions.get(key)
             if part is None:
                 part = state.partitions[key] = PartitionState(row.topic, row.partition, row.target_topic,
                                                               window=deque(maxlen=state.window))
+                state.partitions_changed += 1
             elif (part.read_at is not None and part.source_end == row.source_end and part.target_end == row.target_end
                   and part.sync == row.sync and part.source_start == row.source_start
                   and part.source_high_watermark == row.source_high_watermark):
                 # Nothing moved (most partitions, most of the time): only the time of the read changes.
                 part.read_at = at
                 window = part.window
-                if window and at - window[-1].at >= self.sample_every:
-                    last = window[-1]
-                    window.append(Sample(at, last.position, last.lag, last.source_end))
+                if window and at - window[-1][AT] >= self.sample_every:
+                    window.append(_sample_of(part, at))
                 continue
             was_caught_up = records_lag(part.position.offset, part.source_start, part.source_end) == 0 \
                 and part.probe is not None and part.probe.offset is None
@@ -443,10 +472,11 @@ class MonitorState:
                 elif was_caught_up:
                     # Caught up until the previous read: what is missing now was written after it.
                     part.probe = replace(part.probe, read_at=previous_read_at)
-                if not part.window or at - part.window[-1].at >= self.sample_every:
-                    part.window.append(Sample(at, position.offset, lag, row.source_end))
+                if not part.window or at - part.window[-1][AT] >= self.sample_every:
+                    part.window.append((at, position.offset, lag, row.source_end))
         for key in [k for k in state.partitions if k not in seen]:
             del state.partitions[key]
+            state.partitions_changed += 1
         state.partitions_read_at = at
 
     def record_probe(self, flow: str, key: TopicPartition, probe: Probe) -> None:
@@ -469,5 +499,23 @@ class MonitorState:
             del stamps[key]
         stamps.update(found)
 
-    def record_duration(self, flow: str, collector: str, seconds: float) -> None:
-        self.flows[flow].collector_seconds[collector] = seconds
+    def record_duration(self, flow: str, collector: str, seconds: float, phase: bool = False) -> None:
+        """A collector's round took ``seconds``; ``phase``: a part of a round (kept for the last
+        minute's figures only, not as the collector's duration)."""
+        fs = self.flows[flow]
+        if not phase:
+            fs.collector_seconds[collector] = seconds
+        rounds = fs.collector_rounds.get(collector)
+        if rounds is None:
+            rounds = fs.collector_rounds[collector] = deque(maxlen=ROUNDS_KEPT)
+        rounds.append((time.monotonic(), seconds))
+
+    def recent_rounds(self, flow: str, seconds: float = 60.0) -> dict[str, tuple[int, float, float]]:
+        """Per collector, (rounds, p50, worst) of its durations over the last ``seconds``."""
+        since = time.monotonic() - seconds
+        out = {}
+        for collector, rounds in self.flows[flow].collector_rounds.items():
+            recent = sorted(d for at, d in rounds if at >= since)
+            if recent:
+                out[collector] = (len(recent), recent[(len(recent) - 1) // 2], recent[-1])
+        return out

@@ -29,7 +29,9 @@ from sparkmirror.adminproc import AdminProcess, AdminProcessError, run_admin
 log = logging.getLogger(__name__)
 
 #: partitions per ListOffsets call (see ClusterClient.list_offsets)
-LIST_OFFSETS_CHUNK = 500
+LIST_OFFSETS_CHUNK = 250
+#: one ListOffsets call: the caller's (topic, partition) keys and the same as TopicPartitions
+Question = tuple[list[tuple[str, int]], list[TopicPartition]]
 #: ListOffsets calls in a row with failed partitions before the client is replaced
 OFFSETS_CLIENT_RETRIES = 5
 
@@ -122,9 +124,17 @@ class ClusterClient:
         self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monitor-{alias}-probe",
                                                   initializer=stamp)
         self._admin: AdminClient | None = None
-        # group requests, which can abort the process they run in (sparkmirror.adminproc)
+        # Admin API requests can abort the process they run in (sparkmirror.adminproc): group
+        # offsets in one child, the cluster-level ones (DescribeCluster, ListGroups,
+        # DescribeConfigs) in another, so that a slow group request never holds up the
+        # reachability check. librdkafka 2.16 also aborted the monitor with
+        # "rd_kafka_admin_response_parse: Assertion `rko_result' failed" when a broker came back
+        # under those requests. Metadata and ListOffsets are no Admin API requests: they stay here.
         self._groups_admin = AdminProcess(self._admin_config, f"cluster {alias}")
+        self._cluster_admin = AdminProcess(self._admin_config, f"cluster {alias}")
         self._leaders: dict[tuple[str, int], int] = {}  # partition -> leader broker id, from topic_partitions
+        # (id of a partition list, stamp) -> (that list, the leader map, its questions): see _requests
+        self._request_cache: dict[tuple[int, int], tuple] = {}
         self._leader_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"monitor-{alias}-leaders",
                                                initializer=stamp)
         self._offsets_consumers: dict[str, Consumer] = {}
@@ -156,6 +166,7 @@ class ClusterClient:
         self._probe_executor.shutdown(wait=False, cancel_futures=True)
         self._leader_pool.shutdown(wait=False, cancel_futures=True)
         self._groups_admin.close()
+        self._cluster_admin.close()
 
     # --- clients (called from this cluster's threads) ------------------------------
     def admin(self) -> AdminClient:
@@ -177,15 +188,16 @@ class ClusterClient:
 
     # --- blocking requests ---------------------------------------------------------
     def describe_cluster(self) -> str:
-        result = self.admin().describe_cluster(request_timeout=self.timeout).result(self.timeout + 1)
-        return result.cluster_id
+        return run_admin(self._cluster_admin, _cluster_id, self.timeout, timeout=self.timeout + 5)
 
     def topic_partitions(self) -> dict[str, int]:
         """Topic name -> partition count (topics whose metadata has no error). Also notes each
         partition's leader, by which ``list_offsets`` splits its requests."""
         md = self.admin().list_topics(timeout=self.timeout)
-        self._leaders = {(name, p): pm.leader for name, t in md.topics.items() if t.error is None
-                         for p, pm in t.partitions.items()}
+        leaders = {(name, p): pm.leader for name, t in md.topics.items() if t.error is None
+                   for p, pm in t.partitions.items()}
+        if leaders != self._leaders:  # unchanged, the old map keeps the ListOffsets questions built for it
+            self._leaders = leaders
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def list_offsets(self, partitions: list[tuple[str, int]], spec: str,
@@ -207,7 +219,9 @@ class ClusterClient:
         # per partition, which at 10,000 partitions took twice as long. librdkafka matches
         # each partition of the answer to the question by a linear search, so one call's cost
         # grows with the square of its partitions: 10,000 in one call took ~1 s, in calls of
-        # LIST_OFFSETS_CHUNK ~0.15 s (the broker answers either in ~40 ms).
+        # LIST_OFFSETS_CHUNK ~0.15 s (the broker answers either in ~40 ms). On one quiet broker,
+        # 10,000 partitions in calls of 125 / 250 / 500 / 1,000 took 53-104 / 57-71 / 65-84 /
+        # 83-91 ms (medians of three rounds); several calls in flight at once gained nothing.
         #
         # librdkafka's offsets_for_times is all or nothing: one partition whose leader does not
         # answer (a broker just killed, not yet fenced) fails the whole call with a timeout. So
@@ -216,23 +230,15 @@ class ClusterClient:
         stamp = OFFSET_BEGINNING if spec == "earliest" else OFFSET_END
         consumer = self._offsets_consumer(committed)
         deadline = time.monotonic() + self.timeout
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for tp in partitions:
-            by_leader.setdefault(self._leaders.get(tp, -1), []).append(tp)
-        groups = list(by_leader.values())
+        groups = self._requests(partitions, stamp)
         if len(groups) == 1:
-            outcomes = [self._offsets_of(consumer, groups[0], stamp, deadline)]
+            outcomes = [self._offsets_of(consumer, groups[0], deadline)]
         else:
-            outcomes = list(self._leader_pool.map(lambda g: self._offsets_of(consumer, g, stamp, deadline), groups))
-        out = {}
-        first_error = None
-        for answer, error in outcomes:
+            outcomes = list(self._leader_pool.map(lambda g: self._offsets_of(consumer, g, deadline), groups))
+        out, first_error = outcomes[0]
+        for answer, error in outcomes[1:]:
             first_error = first_error or error
-            for tp in answer:
-                if tp.error is None and tp.offset >= 0:
-                    out[(tp.topic, tp.partition)] = tp.offset
-                else:
-                    first_error = first_error or KafkaException(tp.error)
+            out.update(answer)
         self._note_offsets_outcome(committed, first_error)
         if first_error is not None:
             if not out:
@@ -261,19 +267,60 @@ class ClusterClient:
         # not closed here: another thread may be asking with it; the last reference closes it
         del old
 
+    def _requests(self, partitions: list[tuple[str, int]], stamp: int) -> list[list[Question]]:
+        """``partitions`` as ListOffsets questions: per leader, chunks of LIST_OFFSETS_CHUNK,
+        each with the caller's own (topic, partition) tuples for its answers' keys.
+
+        The collectors ask about the same list object round after round until the metadata
+        changes, so the questions are built once per list and leader map and kept: at 100,000
+        partitions, building them was a fifth of a round's Python time. (offsets_for_times
+        copies its argument into librdkafka's own list; the TopicPartitions are not changed.)
+        """
+        key = (id(partitions), stamp)
+        cached = self._request_cache.get(key)
+        if cached is not None and cached[0] is partitions and cached[1] is self._leaders:
+            return cached[2]
+        leaders = self._leaders
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in partitions:
+            by_leader.setdefault(leaders.get(tp, -1), []).append(tp)
+        groups = [[(g[i:i + LIST_OFFSETS_CHUNK], [TopicPartition(t, p, stamp) for t, p in g[i:i + LIST_OFFSETS_CHUNK]])
+                   for i in range(0, len(g), LIST_OFFSETS_CHUNK)] for g in by_leader.values()]
+        if len(self._request_cache) >= 16:  # lists of metadata gone by
+            self._request_cache.clear()
+        self._request_cache[key] = (partitions, leaders, groups)
+        return groups
+
     @staticmethod
-    def _offsets_of(consumer: Consumer, partitions: list[tuple[str, int]], stamp: int,
-                    deadline: float) -> tuple[list[TopicPartition], KafkaException | None]:
-        """The answer for ``partitions`` in calls of LIST_OFFSETS_CHUNK, and the error that ended it early."""
-        answer: list[TopicPartition] = []
+    def _offsets_of(consumer: Consumer, chunks: list[Question],
+                    deadline: float) -> tuple[dict[tuple[str, int], int], KafkaException | None]:
+        """The offsets of one leader's ``chunks`` (one call each), keyed by the questions' own
+        (topic, partition) tuples, and the first error: the one that ended the calls early, or
+        the first partition that failed on its own.
+
+        Each call's answer (a new TopicPartition per partition) is read and dropped before the
+        next call, and no key is made anew: the monitor reads some 40,000 offsets a second at
+        10,000 partitions, and answers kept alive for a whole round reached the garbage
+        collector's oldest generation and made its full collections frequent and long (tens of
+        ms, every thread stopped). librdkafka answers in the order asked; a partition out of
+        that order is keyed by its own topic and partition.
+        """
+        out: dict[tuple[str, int], int] = {}
+        error: KafkaException | None = None
         try:
-            for i in range(0, len(partitions), LIST_OFFSETS_CHUNK):
-                answer.extend(consumer.offsets_for_times(
-                    [TopicPartition(t, p, stamp) for t, p in partitions[i:i + LIST_OFFSETS_CHUNK]],
-                    timeout=max(0.1, deadline - time.monotonic())))
+            for keys, chunk in chunks:
+                got = consumer.offsets_for_times(chunk, timeout=max(0.1, deadline - time.monotonic()))
+                for key, tp in zip(keys, got):
+                    if tp.error is None and tp.offset >= 0:
+                        if tp.partition != key[1] or tp.topic != key[0]:
+                            key = (tp.topic, tp.partition)
+                        out[key] = tp.offset
+                    elif error is None:
+                        error = KafkaException(tp.error)
+                del got
         except KafkaException as exc:
-            return answer, exc
-        return answer, None
+            return out, error or exc
+        return out, error
 
     def _offsets_consumer(self, committed: bool) -> Consumer:
         isolation = "read_committed" if committed else "read_uncommitted"
@@ -284,44 +331,60 @@ class ClusterClient:
         return consumer
 
     def topic_configs(self, topics: list[str], names: tuple[str, ...]) -> dict[str, dict[str, str]]:
-        """The named config values of each topic, in one DescribeConfigs request.
+        """The named config values of each topic, in one DescribeConfigs request (in the child).
 
         A topic that fails on its own (deleted meanwhile) is left out; only when every
         topic fails is the error raised. No topics means no request (see ``list_offsets``).
         """
         if not topics:
             return {}
-        from confluent_kafka.admin import ConfigResource, ResourceType
-
-        futures = self.admin().describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
-                                                request_timeout=self.timeout)
-        deadline = time.monotonic() + self.timeout + 1
-        out: dict[str, dict[str, str]] = {}
-        first_error: Exception | None = None
-        for resource, future in futures.items():
-            try:
-                entries = future.result(max(0.1, deadline - time.monotonic()))
-            except KafkaException as exc:
-                first_error = first_error or exc
-                continue
-            out[resource.name] = {n: entries[n].value for n in names if n in entries}
-        if first_error is not None and not out:
-            raise first_error
-        return out
+        return run_admin(self._cluster_admin, _topic_configs, topics, names, self.timeout, timeout=self.timeout + 5)
 
     def consumer_groups(self) -> list[str]:
         """Group ids. librdkafka answers an unreachable cluster with no groups and the failure in
         ``errors``: that is raised (it is no contact, and must not count as the cluster being up)
         unless some broker did list groups."""
-        result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 1)
-        if result.errors and not result.valid:
-            raise KafkaException(result.errors[0])
-        return sorted(g.group_id for g in result.valid)
+        return run_admin(self._cluster_admin, _consumer_groups, self.timeout, timeout=self.timeout + 5)
 
     def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
         """Committed offsets of each group (one OffsetFetch per group, sent together), asked in a
         child process (see sparkmirror.adminproc); once more with a fresh one if librdkafka aborted it."""
         return run_admin(self._groups_admin, _committed_offsets, groups, self.timeout, timeout=self.timeout + 5)
+
+
+def _cluster_id(admin: AdminClient, timeout: float) -> str:
+    """ClusterClient.describe_cluster, run in the AdminProcess child."""
+    return admin.describe_cluster(request_timeout=timeout).result(timeout + 1).cluster_id
+
+
+def _consumer_groups(admin: AdminClient, timeout: float) -> list[str]:
+    """ClusterClient.consumer_groups, run in the AdminProcess child."""
+    result = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 1)
+    if result.errors and not result.valid:
+        raise KafkaException(result.errors[0])
+    return sorted(g.group_id for g in result.valid)
+
+
+def _topic_configs(admin: AdminClient, topics: list[str], names: tuple[str, ...],
+                   timeout: float) -> dict[str, dict[str, str]]:
+    """ClusterClient.topic_configs, run in the AdminProcess child."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                                     request_timeout=timeout)
+    deadline = time.monotonic() + timeout + 1
+    out: dict[str, dict[str, str]] = {}
+    first_error: Exception | None = None
+    for resource, future in futures.items():
+        try:
+            entries = future.result(max(0.1, deadline - time.monotonic()))
+        except KafkaException as exc:
+            first_error = first_error or exc
+            continue
+        out[resource.name] = {n: entries[n].value for n in names if n in entries}
+    if first_error is not None and not out:
+        raise first_error
+    return out
 
 
 def _committed_offsets(admin: AdminClient, groups: list[str], timeout: float) -> dict[str, dict[tuple[str, int], int]]:

@@ -32,6 +32,7 @@ see ``ClusterClient.list_offsets``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -67,6 +68,7 @@ class EndOffsetCollector:
         self._created = time.monotonic()
         self._probing: asyncio.Task | None = None
         self._parts: tuple[list[Watched], list[tuple[str, int]], list[tuple[str, int]]] | None = None
+        self._source_parts: tuple[list[Watched], list[tuple[str, int]]] | None = None  # for refresh_metadata
         self._previous: dict[tuple[str, int], tuple] = {}  # figures of the last read, per partition
         self._rechecked: dict[tuple[str, int], tuple[int, int]] = {}  # see _target_metadata_after
         self._highs: dict[tuple[str, int], int] = {}  # source high watermarks (metadata cadence)
@@ -90,8 +92,10 @@ class EndOffsetCollector:
             source_topics = await self.source.call(self.source.topic_partitions)
             target_topics = await self.target.call(self.target.topic_partitions)
             self._source_topics, self._target_topics, self._metadata_at = source_topics, target_topics, now
-            self._watched = self._watch(source_topics, target_topics)
-        parts = [(t, p) for t, p, _, _ in self._watched]
+            self._watched = self._same_or(self._watch(source_topics, target_topics))
+        if self._source_parts is None or self._source_parts[0] is not self._watched:
+            self._source_parts = (self._watched, [(t, p) for t, p, _, _ in self._watched])
+        parts = self._source_parts[1]  # one list object per metadata: its ListOffsets questions are kept
         # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
         # or a cluster that went down since the metadata was read would show as reachable again.
         starts = await self.source.call(self.source.list_offsets, parts, "earliest") if parts else {}
@@ -125,8 +129,15 @@ class EndOffsetCollector:
             return watched
         self._target_topics = await self.target.call(self.target.topic_partitions)
         self._rechecked.update(new)
-        self._watched = self._watch(self._source_topics, self._target_topics)
+        self._watched = self._same_or(self._watch(self._source_topics, self._target_topics))
         return self._watched
+
+    def _same_or(self, watched: list[Watched]) -> list[Watched]:
+        """The list watched so far when ``watched`` equals it: the partition lists and
+        ListOffsets questions built for it stay (``ClusterClient._requests`` keeps them per list
+        object). Rebuilt on every metadata read, at 10,000 partitions they were some 60,000
+        new long-lived objects every 30 s for the garbage collector's full collections to walk."""
+        return self._watched if self._watched is not None and watched == self._watched else watched
 
     async def refresh(self) -> None:
         """End offsets and positions of the watched partitions, then probe what moved."""
@@ -147,13 +158,24 @@ class EndOffsetCollector:
         _, target_parts, source_parts = self._parts
         # Every ClusterClient.call counts as contact with the cluster: with nothing to ask, don't call,
         # or a cluster that went down since the metadata was read would show as reachable again.
+        # each part's duration goes to the last minute's figures (/api/status collector_last_minute)
+        phase = functools.partial(self.state.record_duration, self.flow.name, phase=True)
+        started = time.monotonic()
         target_ends = await self.target.call(self.target.list_offsets, target_parts, "latest") \
             if target_parts else {}
+        listed = time.monotonic()
+        phase("offsets.target_list_offsets", listed - started)
         source_ends = await self.source.call(self.source.list_offsets, source_parts, "latest", True) \
             if source_parts else {}
         at = time.time()
+        started, listed = listed, time.monotonic()
+        phase("offsets.source_list_offsets", listed - started)
         rows, unread, unchanged = await run_in_steps(self._compare(watched, starts, syncs, source_ends, target_ends))
-        self.state.record_offsets(self.flow.name, rows, at, keep=unread, unchanged=unchanged)
+        started, listed = listed, time.monotonic()
+        phase("offsets.compare", listed - started)
+        await run_in_steps(self.state.record_offsets_steps(self.flow.name, rows, at, keep=unread, unchanged=unchanged,
+                                                            pacer=Pacer(time.perf_counter, STEP_SECONDS)))
+        phase("offsets.record", time.monotonic() - listed)
         if self.probe is not None and (self._probing is None or self._probing.done()):
             self._probing = asyncio.create_task(self._probe())
 

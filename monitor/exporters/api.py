@@ -96,6 +96,9 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
         "groups": [_group(g) for g in f.groups],
         "top_partitions": [_partition(p) for p in lagging[:top]],
         "collector_seconds": {k: _round(v, 4) for k, v in f.collector_seconds.items()},
+        # each loop's rounds over the last minute: how many, the median and the longest (s)
+        "collector_last_minute": {k: {"rounds": n, "p50_seconds": _round(p50, 4), "max_seconds": _round(worst, 4)}
+                                  for k, (n, p50, worst) in f.collector_last_minute.items()},
     }
     if detail == "partitions":
         doc["partitions"] = [_partition(p) for p in f.partitions]
@@ -123,7 +126,13 @@ def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 1
                     "evaluation_longest_step_runqueue_seconds":
                         _round(ev.extra.get("longest_step_runqueue_seconds"), 4),
                     # the longest garbage collection since the evaluation before (it stops every thread)
-                    "gc_longest_pause_seconds": _round(ev.extra.get("longest_gc_pause_seconds"), 4)},
+                    "gc_longest_pause_seconds": _round(ev.extra.get("longest_gc_pause_seconds"), 4),
+                    # of which the collector's own CPU time (the rest: the thread waiting for a core)
+                    "gc_longest_pause_cpu_seconds": _round(ev.extra.get("longest_gc_pause_cpu_seconds"), 4),
+                    # times the long-lived state was frozen (monitor.gcpauses; one full collection each)
+                    "gc_state_freezes": ev.extra.get("gc_state_freezes"),
+                    # times the frozen state was topped up with the idle partitions' results built since
+                    "gc_state_top_ups": ev.extra.get("gc_state_top_ups")},
         "status": ev.status,
         "clusters": [_plain(c) for c in ev.clusters],
         "flows": [flow_document(f, detail, top) for f in ev.flows],

@@ -146,27 +146,32 @@ def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | 
         if pacer.due():
             yield
     if partition_level(ev):
-        previous = partition_lines if partition_lines is not None else {}
-        kept = {}
+        # Updated in place: an unchanged partition keeps its entry, key included, and an entry
+        # holds only tuples of strings and numbers, which the garbage collector stops tracking:
+        # 10,000 partitions' lines are not walked by every full collection.
+        kept = partition_lines if partition_lines is not None else {}
+        seen = 0
         only_not_ok = ev.series == "not-ok"
         for flow in ev.flows:
             for p in flow.partitions:
                 if only_not_ok and p.status == "OK":
                     continue
+                seen += 1
                 key, figures = (flow.name, p.topic, p.partition), partition_figures(p)
-                hit = previous.get(key)
+                hit = kept.get(key)
                 if hit is None or hit[0] != figures:
-                    hit = (figures, [(spec.name, line(spec, labels, value))
-                                     for spec, labels, value in partition_samples(flow.name, p)
-                                     if spec.name in lines])
-                kept[key] = hit
+                    hit = kept[key] = (figures, tuple((spec.name, line(spec, labels, value))
+                                                      for spec, labels, value in partition_samples(flow.name, p)
+                                                      if spec.name in lines))
                 for name, text in hit[1]:
                     lines[name].append(text)
                 if pacer.due():
                     yield
-        if partition_lines is not None:
-            partition_lines.clear()
-            partition_lines.update(kept)
+        if len(kept) != seen:  # partitions gone (or now OK with series=not-ok): their lines go
+            shown = {(flow.name, p.topic, p.partition) for flow in ev.flows for p in flow.partitions
+                     if not (only_not_ok and p.status == "OK")}
+            for key in [key for key in kept if key not in shown]:
+                del kept[key]
     hist = m.HEARTBEAT_LATENCY
     if hist.name in lines:
         out = lines[hist.name]

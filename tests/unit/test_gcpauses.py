@@ -18,6 +18,11 @@ def test_the_longest_collection_since_the_last_question():
         assert first > 0
         del junk
         assert pauses.take_longest() == 0.0  # asked again with no collection in between
+        junk = [[i] for i in range(200_000)]
+        gc.collect()
+        wall, cpu = pauses.take()
+        assert wall > 0 and 0 < cpu <= wall * 1.05 + 0.001  # its own CPU time, at most its wall time
+        del junk
     finally:
         gc.callbacks.remove(pauses._callback)
 
@@ -32,6 +37,34 @@ def test_the_state_is_frozen_once_built_and_again_when_it_grew_by_a_quarter():
         assert not settler.settle(10_000) and not settler.settle(12_000)
         assert settler.settle(12_500) and settler.freezes == 2
         assert not settler.settle(8_000)  # topics deleted: nothing to freeze
+    finally:
+        gc.unfreeze()
+
+
+def test_results_built_after_the_freeze_are_frozen_once_a_quarter_of_the_state_and_walked_no_more():
+    """The evaluator's idle results come after the state (their windows need two reads): once as
+    many new ones as a quarter of the partitions are kept, a top-up freezes them without
+    thawing the state, and a full collection no longer walks them."""
+    from monitor.gcpauses import GcSettler
+
+    class Result:  # an instance of a class: always tracked by the collector
+        def __init__(self, i):
+            self.reasons = [i]
+
+    settler = GcSettler()
+    try:
+        assert settler.settle(10_000)  # the state built: frozen
+        frozen = gc.get_freeze_count()
+        results = {i: Result(i) for i in range(10_000)}
+        gc.collect()
+        walked_before = len(gc.get_objects(2))
+        assert not settler.settle(10_000, kept=2_000)  # not yet a quarter
+        assert settler.settle(10_000, kept=1_000) and settler.top_ups == 1 and settler.freezes == 1
+        assert gc.get_freeze_count() >= frozen + 20_000  # the results and their lists
+        gc.collect()
+        assert len(gc.get_objects(2)) < walked_before - 15_000
+        assert not settler.settle(10_000, kept=100)
+        del results
     finally:
         gc.unfreeze()
 

@@ -6,7 +6,7 @@ import pytest
 
 from monitor import lag
 from monitor.collectors.timelag import needs_probe
-from monitor.evaluator import EvaluatorSettings
+from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.state import MonitorState, OffsetsRow, Probe
 from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
@@ -151,8 +151,42 @@ def test_trend_samples_are_taken_once_per_status_interval_not_per_read():
         offsets(state, clock, end=20, target_end=10, sync=(0, 0))
         clock.now += 0.25
     window = state.flows[FLOW].partitions[("orders", 0)].window
-    assert [s.at - T0 for s in window] == [0.0, 5.0]
+    assert [s[0] - T0 for s in window] == [0.0, 5.0]
     assert only_partition(run(state, clock)).status != "STALL"
+
+
+def test_a_trend_sample_after_an_unsampled_read_carries_that_read_s_figures():
+    """Reads come more often than trend samples: a read that moved the figures between two samples,
+    followed by reads that found them unchanged, must reach the window (the next sample is of the
+    partition as it is, not a copy of the previous sample), or a copy that moved looks stalled and
+    a growing source looks idle."""
+    config_state, clock = make_state()
+    state = MonitorState(list(config_state.flows[FLOW].watch for _ in [0]), ["a", "b"], window=3,
+                         sample_every=1.0, clock=clock)
+    offsets(state, clock, end=20, target_end=10, sync=(0, 0))  # sampled
+    clock.now += 0.4
+    offsets(state, clock, end=30, target_end=15, sync=(0, 0))  # moved, too soon for a sample
+    for _ in range(5):  # unchanged reads; one of them is due for a sample
+        clock.now += 0.2
+        state.record_offsets(FLOW, [], at=clock.now, unchanged=[("orders", 0)])
+        offsets(state, clock, end=30, target_end=15, sync=(0, 0))
+    window = state.flows[FLOW].partitions[("orders", 0)].window
+    assert [s[1:] for s in window] == [(10, 10, 20), (15, 15, 30)]  # (position, lag, source end)
+
+
+def test_trend_samples_are_not_tracked_by_the_garbage_collector():
+    """A monitor of 10,000 partitions keeps 100,000 samples: as tracked objects, every full
+    collection walked them all with every thread stopped. Tuples of numbers are untracked once
+    they survive a collection."""
+    import gc
+
+    state, clock = make_state(window=3)
+    for i in range(4):
+        offsets(state, clock, end=20 + i, target_end=10, sync=(0, 0))
+        clock.now += 5
+    window = state.flows[FLOW].partitions[("orders", 0)].window
+    gc.collect()
+    assert len(window) == 3 and not any(gc.is_tracked(s) for s in window)
 
 
 def test_stall_when_position_does_not_move_for_the_window_with_lag():
@@ -580,6 +614,54 @@ def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_res
         assert stepped.flows[0].partitions_by_status == whole.flows[0].partitions_by_status
 
 
+def test_offsets_recorded_in_steps_while_an_evaluation_is_paused_between_partitions():
+    """The monitor records a refresh in steps on its event loop, as it evaluates: a refresh that
+    adds and drops partitions while an evaluation is paused in any of its passes over them must
+    not break that evaluation, and gives the same state as recorded in one go."""
+    from monitor import evaluator
+    from monitor.pacing import Pacer
+
+    kept = [("old", p) for p in range(300)]
+    rows = [OffsetsRow("new", p, "a.new", 0, 20, 15, (0, 0)) for p in range(300)]
+    for ahead in range(0, 80, 4):  # how many steps the evaluation took before the refresh came
+        state, clock = make_state()
+        beat(state, clock)
+        state.record_offsets(FLOW, [OffsetsRow("old", p, "a.old", 0, 10, 10, (0, 0)) for p in range(600)],
+                             at=clock.now)
+        clock.now += 1
+        # the source grew, the copy did not move: the evaluation's pass looking for a moved copy
+        # goes over every partition
+        state.record_offsets(FLOW, [OffsetsRow("old", p, "a.old", 0, 12, 10, (0, 0)) for p in range(600)],
+                             at=clock.now)
+        ticks = iter(range(10**9))
+        tick = lambda: next(ticks) * evaluator.STEP_SECONDS  # every clock read is a step's time later
+        evaluation = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3), clock=tick)
+        result = None
+        for _ in range(ahead):
+            try:
+                next(evaluation)
+            except StopIteration as done:
+                result = done.value
+                break
+        clock.now += 1
+        refresh = state.record_offsets_steps(FLOW, rows, clock.now, unchanged=kept,
+                                             pacer=Pacer(tick, evaluator.STEP_SECONDS))
+        pauses = 0
+        for _ in refresh:  # each pause of the refresh lets the evaluation take one step, and back
+            pauses += 1
+            if result is None:
+                try:
+                    next(evaluation)
+                except StopIteration as done:
+                    result = done.value
+        result = result or _all_steps(evaluation)
+        assert pauses >= 4 and result.flows[0].partitions, ahead
+        parts = state.flows[FLOW].partitions
+        assert sorted(parts) == sorted(kept + [("new", p) for p in range(300)])
+        assert all(parts[key].read_at == clock.now for key in kept)
+        assert sum(p.lag_records for p in run(state, clock).flows[0].partitions) == 300 * 2 + 300 * 5
+
+
 def _all_steps(steps):
     """A stepped generator's value (monitor.pacing), driven without an event loop."""
     while True:
@@ -645,3 +727,41 @@ def test_reused_results_of_idle_partitions_are_what_a_fresh_evaluation_gives():
             [dataclasses.asdict(p) for p in want.flows[0].partitions], step
         clock.now += 1.0
     assert state.flows[FLOW].idle_results, "idle partitions are kept between evaluations"
+
+
+def test_partitions_are_sorted_again_only_when_they_came_or_went():
+    """The evaluation goes over the partitions in order; the order is kept between evaluations
+    and rebuilt when a refresh added or dropped partitions, never stale."""
+    state, clock = make_state()
+    beat(state, clock)
+    state.record_offsets(FLOW, [OffsetsRow("b", p, "a.b", 0, 10, 10, (0, 0)) for p in range(3)], at=clock.now)
+    fs = state.flows[FLOW]
+    first = evaluate(state, clock.now, EvaluatorSettings())
+    order = fs.partitions_order[2]
+    clock.now += 1
+    state.record_offsets(FLOW, [OffsetsRow("b", p, "a.b", 0, 11, 11, (0, 0)) for p in range(3)], at=clock.now)
+    evaluate(state, clock.now, EvaluatorSettings())
+    assert fs.partitions_order[2] is order  # same partitions: not sorted again
+    clock.now += 1
+    # one partition gone, two come (one sorting first): the same count, another set
+    rows = [OffsetsRow("a", 0, "a.a", 0, 5, 5, (0, 0)), OffsetsRow("b", 0, "a.b", 0, 11, 11, (0, 0)),
+            OffsetsRow("c", 0, "a.c", 0, 5, 5, (0, 0))]
+    state.record_offsets(FLOW, rows, at=clock.now)
+    later = evaluate(state, clock.now, EvaluatorSettings())
+    assert [(p.topic, p.partition) for p in first.flows[0].partitions] == [("b", 0), ("b", 1), ("b", 2)]
+    assert [(p.topic, p.partition) for p in later.flows[0].partitions] == [("a", 0), ("b", 0), ("c", 0)]
+
+
+def test_each_loops_rounds_of_the_last_minute_are_counted_with_their_median_and_worst(monkeypatch):
+    import monitor.state as state_module
+
+    state, clock = make_state()
+    now = [1000.0]
+    monkeypatch.setattr(state_module.time, "monotonic", lambda: now[0])
+    for seconds in (0.9, 0.1, 0.3, 0.2, 0.5):  # the first one more than a minute ago
+        state.record_duration(FLOW, "offsets", seconds)
+        now[0] += 61 if seconds == 0.9 else 1
+    assert state.recent_rounds(FLOW) == {"offsets": (4, 0.2, 0.5)}
+    assert state.flows[FLOW].collector_seconds["offsets"] == 0.5  # the last round, as before
+    result = evaluate(state, clock.now, EvaluatorSettings()).flows[0]
+    assert result.collector_last_minute == {"offsets": (4, 0.2, 0.5)}

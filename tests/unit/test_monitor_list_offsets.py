@@ -81,3 +81,33 @@ def test_a_client_whose_partitions_keep_failing_is_replaced(client, caplog):
     assert len(made) == 2
     # a good answer resets the count: failures must come in a row
     assert client._offsets_failures == {}
+
+
+def test_the_questions_are_built_once_per_partition_list_and_leader_map(client, monkeypatch):
+    import monitor.collectors.cluster as cluster
+
+    monkeypatch.setattr(cluster, "LIST_OFFSETS_CHUNK", 500)  # the counts below are in calls of 500
+    partitions = [("orders", p) for p in range(1200)]
+    client._leaders = {tp: 1 + tp[1] % 2 for tp in partitions}
+    seen: list[list] = []  # the question lists themselves (kept alive: no id is reused)
+
+    class Recording(AllOrNothing):
+        def offsets_for_times(self, tps, timeout):
+            seen.append(tps)
+            return super().offsets_for_times(tps, timeout)
+
+    fake = Recording(client._leaders, dead=set())
+    client._offsets_consumer = lambda committed: fake
+    first = client.list_offsets(partitions, "latest")
+    assert len(first) == 1200 and len(fake.calls) == 4  # two leaders, 600 each: chunks of 500 and 100
+    assert sorted(len(c) for c in fake.calls) == [100, 100, 500, 500]
+    assert client.list_offsets(partitions, "latest") == first
+    assert {id(q) for q in seen[4:8]} == {id(q) for q in seen[:4]}  # the same question objects again
+    # another stamp, another list or new leaders: new questions, with the right answers
+    assert client.list_offsets(partitions, "earliest") == first
+    assert not {id(q) for q in seen[8:]} & {id(q) for q in seen[:4]}
+    client._leaders = {tp: 1 for tp in partitions}
+    assert client.list_offsets(partitions, "latest") == first
+    assert sorted(len(c) for c in fake.calls[12:]) == [200, 500, 500]
+    fewer = partitions[:10]
+    assert client.list_offsets(fewer, "latest") == {tp: 100 + tp[1] for tp in fewer}
