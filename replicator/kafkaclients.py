@@ -56,9 +56,92 @@ def client_conf(config: MM2Config, alias: str, role: str, flow: FlowConfig | Non
 
 
 def admin(config: MM2Config, alias: str, flow: FlowConfig | None = None):
+    """The cluster's AdminClient, with DescribeConfigs asked from a child process (``ClusterAdmin``)."""
+    return cluster_admin_class()(client_conf(config, alias, "admin", flow), f"cluster {alias}")
+
+
+_CLUSTER_ADMIN = None
+
+
+def cluster_admin_class():
+    """``ClusterAdmin``, defined on first use (confluent-kafka is imported lazily)."""
+    global _CLUSTER_ADMIN
+    if _CLUSTER_ADMIN is not None:
+        return _CLUSTER_ADMIN
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_conf(config, alias, "admin", flow))
+    from sparkmirror.adminproc import AdminProcessError, run_admin
+
+    class ClusterAdmin(AdminClient):
+        """An AdminClient whose DescribeConfigs requests run in a child process (sparkmirror.adminproc).
+
+        librdkafka aborted the monitor under DescribeConfigs, DescribeCluster and ListGroups
+        ("rd_kafka_admin_response_parse: Assertion `rko_result' failed") when a broker came back;
+        the driver asks DescribeConfigs for config sync, for new mirror topics and, while a batch
+        waits on a cluster, to say why. An abort in the child costs that one request; the driver
+        keeps running. The results come back as AdminClient's own do (a completed future per
+        resource, ConfigEntry objects), so callers are unchanged. The child starts at the first
+        such request and ends with the driver.
+        """
+
+        def __init__(self, conf: dict, what: str) -> None:
+            super().__init__(conf)
+            self._child = AdminProcess(conf, what)
+
+        def describe_configs(self, resources, **kwargs):
+            timeout = float(kwargs.get("request_timeout", 30))
+            specs = [(int(r.restype.value), r.name) for r in resources]
+            futures = {r: Future() for r in resources}
+            try:
+                answers = run_admin(self._child, _describe_configs, specs, timeout, timeout=timeout + 15)
+            except Exception as exc:  # the child failed the whole request, or died twice
+                for f in futures.values():
+                    f.set_exception(_as_kafka_exception(exc))
+                return futures
+            for r, (restype, name) in zip(resources, specs):
+                ok, value = answers.get((restype, name), (False, (None, "no answer")))
+                if ok:
+                    futures[r].set_result(value)
+                else:
+                    futures[r].set_exception(_as_kafka_exception(value))
+            return futures
+
+        def close_child(self) -> None:
+            self._child.close()
+
+    def _as_kafka_exception(value) -> Exception:
+        if isinstance(value, AdminProcessError):
+            value = (value.code, str(value))
+        if isinstance(value, Exception):
+            return value
+        code, message = value
+        return KafkaException(KafkaError(code, message)) if code is not None else RuntimeError(message)
+
+    _CLUSTER_ADMIN = ClusterAdmin
+    return ClusterAdmin
+
+
+def _describe_configs(admin, specs: list[tuple[int, str]], timeout: float) -> dict:
+    """DescribeConfigs of ``(resource type, name)`` pairs, run in the AdminProcess child:
+    ``{(type, name): (True, {name: ConfigEntry}) | (False, (error code or None, message))}``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    resources = [ConfigResource(ResourceType(t), n) for t, n in specs]
+    futures = admin.describe_configs(resources, request_timeout=timeout)
+    out = {}
+    for r, (t, n) in zip(resources, specs):
+        try:
+            out[(t, n)] = (True, futures[r].result(timeout + 5))
+        except KafkaException as exc:
+            err = exc.args[0]
+            out[(t, n)] = (False, (err.code(), err.str()))
+        except Exception as exc:
+            out[(t, n)] = (False, (None, str(exc)))
+    return out
 
 
 def group_admin(config: MM2Config, alias: str, flow: FlowConfig | None = None) -> AdminProcess:

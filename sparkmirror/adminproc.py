@@ -116,6 +116,7 @@ class AdminProcess:
         self.restarts = 0  # children that died and were replaced
         self.stale_replaced = 0  # children replaced after a coordinator error (STALE_CLIENT_CODES)
         self._stale_at = float("-inf")
+        self._closed = False
 
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
@@ -128,7 +129,14 @@ class AdminProcess:
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 30.0) -> Any:
         """``fn(admin, *args)`` in the child; its result, or an AdminProcessError."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
+            if self._closed:
+                raise AdminProcessError(f"admin requests to {self.what}: closed")
+            if self._proc is not None and self._proc.poll() is not None:
+                # died since its last request (an abort between requests): a restart all the same
+                gone = self._proc
+                self._replace(gone, EOFError())
+                self._died_message(gone, EOFError())
+            if self._proc is None:
                 self._proc = self._start()
             proc = self._proc
             try:
@@ -185,14 +193,26 @@ class AdminProcess:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def close(self) -> None:
-        with self._lock:
-            proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.stdin.close()
+        """Stop the child for good, without waiting for a request in flight: against a cluster
+        that does not answer, one waits up to its timeout, and stopping the monitor waited that
+        long for every such child in turn (a minute and more with one cluster down). That
+        request fails (its child is gone); no later call starts another child."""
+        self._closed = True
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        if self._lock.locked():
+            proc.kill()  # busy with a request: it would not read its stdin before answering
+        else:
             try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def run_admin(admin: Any, fn: Callable[..., Any], *args: Any, timeout: float = 75.0) -> Any:

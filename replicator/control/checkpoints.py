@@ -125,10 +125,21 @@ def _result(future, what: str, cluster: str, timeout: float = 60.0):
 
 
 def list_groups(admin_client, cluster: str) -> list[str]:
-    result = _result(admin_client.list_consumer_groups(request_timeout=30), "listing consumer groups", cluster)
-    for err in result.errors:
+    """The cluster's consumer groups. ``admin_client``: an AdminClient, or an AdminProcess to ask
+    from a child process (librdkafka aborted the monitor under ListGroups when a broker came back)."""
+    try:
+        ids, errors = run_admin(admin_client, _list_group_ids, 30.0)
+    except Exception as exc:  # an AdminProcessError from the child, or the client's own
+        raise ClusterError(f"listing consumer groups failed: {exc}", cluster=cluster) from None
+    for err in errors:
         log.debug("listing consumer groups on %s: %s", cluster, err)
-    return sorted(g.group_id for g in result.valid)
+    return ids
+
+
+def _list_group_ids(admin_client, timeout: float) -> tuple[list[str], list[str]]:
+    """(group ids, errors of the brokers that did not answer), run where ``list_groups`` says."""
+    result = admin_client.list_consumer_groups(request_timeout=timeout).result(timeout + 30)
+    return sorted(g.group_id for g in result.valid), [str(e) for e in result.errors]
 
 
 def committed_offsets(admin_client, cluster: str, groups: list[str]
@@ -224,7 +235,7 @@ class CheckpointEmitter:
             and time.monotonic() - self._groups_at >= self.flow.refresh_groups_interval_seconds)
         if not (force or due):
             return self.groups
-        candidates = [g for g in list_groups(self._source_admin, self.flow.source)
+        candidates = [g for g in list_groups(self._source_groups, self.flow.source)
                       if self.group_filter.should_replicate_group(g)]
         offsets = committed_offsets(self._source_groups, self.flow.source, candidates)
         groups = sorted(g for g, per in offsets.items()

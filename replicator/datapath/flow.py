@@ -38,7 +38,7 @@ from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
 from replicator.metrics import metrics
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from sparkmirror.errors import SparkmirrorError
-from replicator.kafkaclients import admin, client_conf, watermarks
+from replicator.kafkaclients import client_conf, watermarks
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -355,7 +355,7 @@ class FlowReplicator:
         syncs_conf = self.offset_syncs.java_producer_config()
         topic_map = {t: self.policy.format_remote_topic(self.flow.source, t) for t in self.assignment}
         try:
-            limits = realtime.target_message_limits(admin(self.config, self.flow.target, self.flow),
+            limits = realtime.target_message_limits(self.target_admin,
                                                     sorted(set(topic_map.values())))
         except Exception as exc:  # the broker still rejects what is too large; the writer then says so
             log.warning("flow %s: could not read the target topics' max.message.bytes on %s (%s): records too "

@@ -53,6 +53,44 @@ def _not_coordinator_after_the_first(admin) -> int:
     return os.getpid()
 
 
+def _sleep(admin, seconds: float) -> str:
+    time.sleep(seconds)
+    return "slept"
+
+
+def test_closing_does_not_wait_for_a_request_in_flight():
+    """A request to a cluster that does not answer holds its child for up to its timeout; closing
+    (the monitor stopping) kills that child at once: the request fails, no new child starts."""
+    import threading
+
+    admin = AdminProcess({"bootstrap.servers": "127.0.0.1:1"}, "cluster down")
+    outcome: list = []
+
+    def ask() -> None:
+        try:
+            outcome.append(admin.call(_sleep, 30.0, timeout=60.0))
+        except AdminProcessError as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=ask)
+    caller.start()
+    deadline = time.monotonic() + 30
+    while admin.pid() is None or not admin._lock.locked():
+        assert time.monotonic() < deadline, "the request never started"
+        time.sleep(0.05)
+    pid = admin.pid()
+    started = time.monotonic()
+    admin.close()
+    caller.join(10)
+    assert time.monotonic() - started < 6, "close waited for the request in flight"
+    assert not caller.is_alive() and isinstance(outcome[0], AdminProcessDied), outcome
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone and reaped
+    with pytest.raises(AdminProcessError, match="closed"):
+        admin.call(_sleep, 0.0)
+    assert admin.pid() is None
+
+
 def test_a_client_stuck_on_a_moved_coordinator_is_replaced_and_asked_again(caplog):
     """No broker needed: the child's AdminClient is never used, the request function plays the
     stale client. A NOT_COORDINATOR replaces the child and the request is asked once more of a new
@@ -104,6 +142,41 @@ def test_committed_offsets_come_from_a_child_that_is_replaced_when_it_aborts(kaf
     finally:
         client.shutdown()
     assert client._groups_admin.pid() is None
+
+
+def test_the_monitors_cluster_requests_run_in_a_child_that_is_replaced_when_it_aborts(kafka_clusters, unique):
+    """DescribeCluster, ListGroups and DescribeConfigs: librdkafka aborted the monitor itself
+    ("rd_kafka_admin_response_parse: Assertion `rko_result' failed") when a broker came back under
+    them. They run in a child of their own, not the group offsets' one, and outlive its abort."""
+    primary = kafka_clusters.primary.bootstrap
+    topic, group = f"configs-{unique}", f"listed-{unique}"
+    create_topic(primary, topic, partitions=1)
+    commit_group(primary, group, topic, {0: 1})
+    client = ClusterClient("p", {"bootstrap.servers": primary}, {"bootstrap.servers": primary}, state=None)
+    try:
+        cluster_id = client.describe_cluster()
+        child = client._cluster_admin.pid()
+        assert child is not None and child != os.getpid() and child != client._groups_admin.pid()
+        # dead before the next request (found so, not by a failed request): still one restart
+        os.kill(child, signal.SIGABRT)
+        _wait_until_dead(child)
+        assert group in client.consumer_groups()
+        assert client._cluster_admin.pid() not in (None, child) and client._cluster_admin.restarts == 1
+        os.kill(client._cluster_admin.pid(), signal.SIGABRT)  # and now racing the next request
+        assert client.topic_configs([topic], ("retention.ms",)) == {topic: {"retention.ms": "604800000"}}
+        assert client.describe_cluster() == cluster_id
+        assert client._cluster_admin.restarts == 2
+    finally:
+        client.shutdown()
+    assert client._cluster_admin.pid() is None
+
+
+def _wait_until_dead(pid: int, timeout: float = 10.0) -> None:
+    """Until ``pid`` is a zombie (its parent, this process, has not reaped it yet)."""
+    deadline = time.monotonic() + timeout
+    while open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] != "Z":
+        assert time.monotonic() < deadline, f"process {pid} still running"
+        time.sleep(0.01)
 
 
 def test_an_abort_mid_request_is_one_clear_error_and_the_next_request_works(kafka_clusters, caplog):
@@ -169,3 +242,56 @@ def test_the_replicators_group_requests_run_in_a_child_and_outlive_its_abort(kaf
     finally:
         source.close()
         target.close()
+
+
+def test_the_replicators_describe_configs_and_list_groups_run_in_a_child_and_outlive_its_abort(
+        kafka_clusters, unique, tmp_path):
+    """DescribeConfigs (config sync, new mirror topics, why a batch waits) and ListGroups (the
+    checkpoint loop) in the driver: the requests librdkafka aborted the monitor under. They run in
+    a child and answer as AdminClient's own (a future per resource, ConfigEntry objects, the same
+    errors); an abort of the child costs no more than a fresh child."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from replicator.configfile import load_config
+    from replicator.control.checkpoints import list_groups
+    from replicator.kafkaclients import admin, group_admin
+
+    primary = kafka_clusters.primary.bootstrap
+    topic, group = f"described-{unique}", f"listed-{unique}"
+    create_topic(primary, topic, partitions=1, config={"retention.ms": "123456789"})
+    commit_group(primary, group, topic, {0: 3})
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = p, d\np.bootstrap.servers = {primary}\n"
+                    f"d.bootstrap.servers = {kafka_clusters.dr.bootstrap}\np->d.enabled = true\n")
+    config = load_config(path)
+    flow = config.flows[0]
+    adm, plain = admin(config, "p", flow), AdminClient({"bootstrap.servers": primary})
+    groups = group_admin(config, "p", flow)
+    resources = [ConfigResource(ResourceType.TOPIC, topic), ConfigResource(ResourceType.TOPIC, f"missing-{unique}")]
+    try:
+        got = adm.describe_configs(resources, request_timeout=10)
+        child = adm._child.pid()
+        assert child is not None and child != os.getpid()
+        want = plain.describe_configs(resources, request_timeout=10)
+        entries, expected = got[resources[0]].result(), want[resources[0]].result(15)
+        assert entries["retention.ms"].value == "123456789"
+        assert {n: (e.value, e.source, e.is_read_only) for n, e in entries.items()} == \
+            {n: (e.value, e.source, e.is_read_only) for n, e in expected.items()}
+        with pytest.raises(KafkaException) as missing:
+            got[resources[1]].result()
+        with pytest.raises(KafkaException) as missing_too:
+            want[resources[1]].result(15)
+        assert missing.value.args[0].code() == missing_too.value.args[0].code()
+
+        os.kill(child, signal.SIGABRT)
+        _wait_until_dead(child)
+        again = adm.describe_configs(resources[:1], request_timeout=10)[resources[0]].result()
+        assert again["retention.ms"].value == "123456789"
+        assert adm._child.pid() not in (None, child) and adm._child.restarts == 1
+
+        assert group in list_groups(groups, "p")
+        os.kill(groups.pid(), signal.SIGABRT)
+        assert group in list_groups(groups, "p")
+    finally:
+        adm.close_child()
+        groups.close()
