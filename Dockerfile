@@ -26,6 +26,9 @@ COPY sparkmirror ./sparkmirror
 RUN pip install --no-cache-dir . \
  && python -c "from replicator import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
  && rm -rf /root/.m2
+# The driver JVM's class-data archive (replicator/datapath/cds.py): Spark starts ~3 s faster.
+# Only speed depends on it, so an image without it still builds (and says so).
+RUN python -m replicator.datapath.cds || echo "no class-data archive: Spark starts without it"
 
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/sparkmirror sparkmirror \
  && mkdir -p /var/lib/sparkmirror/checkpoints \

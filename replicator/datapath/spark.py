@@ -13,6 +13,7 @@ import os
 import sys
 
 from replicator import artifacts
+from replicator.datapath.cds import java_options as cds_options
 from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,9 @@ def under_spark_submit() -> bool:
 
 
 def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: bool = False,
-                  conf: dict[str, str] | None = None, extra_jars: list[str] | None = None):
+                  conf: dict[str, str] | None = None, extra_jars: list[str] | None = None, cds: bool = True):
+    """The Spark session. ``cds``: map the driver JVM's classes from the class-data archive when
+    there is one (``replicator.datapath.cds``; not under spark-submit, whose launcher starts the JVM)."""
     # Executors must run the same interpreter (and so the same packages) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -60,7 +63,11 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
     )
     conf = dict(conf or {})
     if not under_spark_submit():
-        for k, v in logsetup.spark_log4j_options().items():  # JSON logs from the JVM too
+        options = dict(logsetup.spark_log4j_options())  # JSON logs from the JVM too
+        if cds and (archive := cds_options()):
+            key = "spark.driver.extraJavaOptions"
+            options[key] = f"{options[key]} {archive}" if options.get(key) else archive
+        for k, v in options.items():
             conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
     for k, v in conf.items():
         builder = builder.config(k, v)

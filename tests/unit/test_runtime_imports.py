@@ -94,6 +94,8 @@ def test_dev_fetch_needs_only_the_jar_pins():
         "artifacts.ensure_all = lambda: None\n"
         "artifacts.ALL_SETS = ()\n"
         "jvmwriter.ensure_jar = lambda: pathlib.Path('/stub/writer.jar')\n"
+        "from replicator.datapath import cds\n"
+        "cds.build = lambda force=False: pathlib.Path('/stub/classes.jsa')\n"
         "from replicator.cli import main\n"
         "code = main(['dev', 'fetch'])\n"
         "print(code, sorted(m for m in sys.modules if m.split('.')[0] == 'devenv'))\n"
