@@ -118,14 +118,43 @@ class SparkApp:
             pass
 
 
-def registered_slots(spark, settle: float = 3.0, wait: float = 30.0) -> int:
+def expected_slots(conf) -> int | None:
+    """The task slots a cluster application asked for, when its Spark conf says: spark.cores.max
+    (standalone), or spark.executor.instances x spark.executor.cores (YARN, Kubernetes; a
+    standalone executor takes its Worker's cores unless spark.executor.cores is set), each
+    over spark.task.cpus. None when the conf does not say (a standalone application without
+    spark.cores.max takes whatever cores the Workers have)."""
+    def number(key: str) -> int | None:
+        try:
+            value = conf.get(key, None)
+            return int(value) if value not in (None, "") else None
+        except (TypeError, ValueError):
+            return None
+
+    task_cpus = number("spark.task.cpus") or 1
+    cores_max = number("spark.cores.max")
+    if cores_max:
+        return max(1, cores_max // task_cpus)
+    instances, executor_cores = number("spark.executor.instances"), number("spark.executor.cores")
+    if instances and executor_cores:
+        return max(1, instances * executor_cores // task_cpus)
+    return None
+
+
+def registered_slots(spark, settle: float = 3.0, wait: float = 30.0,
+                     clock=time.monotonic, sleep=time.sleep) -> int:
     """The task slots the application has: its cores.
 
     Locally they exist with the session. On a cluster (standalone, YARN, Kubernetes) the
-    executors register after the application starts, one by one: their cores are counted
-    once at least one executor is there and the count has held still for ``settle``
-    seconds (at most ``wait``, Spark's own spark.scheduler.maxRegisteredResourcesWaitingTime
-    default), so the real-time path is not refused for want of executors still starting.
+    executors register after the application starts, one by one, each as its JVM comes up.
+    When the Spark conf says how many slots were asked for (``expected_slots``) the count
+    waits for those; otherwise it is taken once at least one executor is there and the
+    count has held still for ``settle`` seconds, or for as long as the first executor took
+    to come, whichever is longer: executors the cluster started together come up in about
+    the same time, so on a slow or busy machine a second one can be seconds behind the
+    first. Either way at most ``wait`` seconds (Spark's own
+    spark.scheduler.maxRegisteredResourcesWaitingTime default), so the real-time path is
+    not refused for want of executors still starting.
     """
     sc = spark.sparkContext
     if sc.master.startswith("local"):
@@ -137,14 +166,25 @@ def registered_slots(spark, settle: float = 3.0, wait: float = 30.0) -> int:
         except Exception:
             return 1
 
-    started = time.monotonic()
-    slots, since = sc.defaultParallelism, started
-    while time.monotonic() - started < wait:
-        time.sleep(0.5)
-        now = sc.defaultParallelism
-        if now != slots:
-            slots, since = now, time.monotonic()
-        elif executors() > 0 and time.monotonic() - since >= settle:
+    expected = expected_slots(sc.getConf())
+    started = clock()
+    # the settle runs from the last change of either count: one executor of two cores leaves
+    # defaultParallelism where it was with none (Spark's floor is 2)
+    slots, present, since, first_after = sc.defaultParallelism, 0, started, None
+    while clock() - started < wait:
+        sleep(0.5)
+        now, registered = sc.defaultParallelism, executors()
+        if registered > 0 and first_after is None:
+            first_after = clock() - started
+        if (now, registered) != (slots, present):
+            slots, present, since = now, registered, clock()
+        if present <= 0:
+            continue
+        if expected is not None:
+            if slots >= expected:
+                break
+        elif clock() - since >= max(settle, first_after or 0.0):
             break
-    log.info("Spark application on %s: %d task slots (%d executors registered)", sc.master, slots, executors())
+    log.info("Spark application on %s: %d task slots (%d executors registered%s)", sc.master, slots, executors(),
+             f"; {expected} asked for" if expected is not None else "")
     return slots
