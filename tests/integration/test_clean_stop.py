@@ -96,13 +96,15 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
     """--data-path auto: a real-time flow that stays far behind leaves for micro-batches, which
     catch it up, and goes real time again once caught up. Here the flow starts in real time on a
     backlog and the wait is zero (the first look that sees it behind while copying), so that real
-    time is behind on any machine: a fast one copied 300,000 records in 4 s, within a 2-s wait. Every record
+    time is behind on any machine. The backlog is a million records: the first looks come a second
+    apart, and a fast machine copied 300,000 before the second one (a 2-s wait before was also too
+    long), while a million keeps about 900,000 behind at that look. Every record
     arrives, in order per partition; leaving real time right after its checkpoint starts the
     micro-batches where that batch ended (the next checkpoint's offsets), so next to nothing is
     copied twice, and going back copies nothing twice."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"fallback-{unique}"
-    backlog = 300_000
+    backlog = 1_000_000
     create_topic(primary, topic, 2)
     produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)),
             **{"linger.ms": 50, "queue.buffering.max.messages": 1_000_000})

@@ -165,8 +165,18 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
             wait_until(lambda: target_count(dr.bootstrap, mirror) >= want, 240,
                        f"catch-up after the {cluster.name} restart", rep)
             rec["caught_up_after_restart_s"] = round(time.monotonic() - restarted, 1)
-            wait_until(lambda: monitor_view(mon, cluster.name)[:2] == (True, "OK"), 180,
-                       f"monitor recovery after the {cluster.name} restart")
+            seen: dict = {}
+
+            def recovered() -> bool:
+                seen["view"] = monitor_view(mon, cluster.name)[:2]
+                return seen["view"] == (True, "OK")
+
+            try:
+                wait_until(recovered, 180, f"monitor recovery after the {cluster.name} restart")
+            except AssertionError as exc:  # say what the monitor showed instead
+                flows = [f for f in mon.status()["flows"] if f["name"] == "primary->dr"]
+                raise AssertionError(f"{exc}; last (cluster up, flow status): {seen.get('view')}; "
+                                     f"the flow in /api/status: {json.dumps(flows)[:6000]}") from None
             rec["monitor_ok_after_restart_s"] = round(time.monotonic() - restarted, 1)
             phases.append((name, first, producer.sent))
             assert waits, f"the replicator never said it waits for {cluster.name}:\n{rep.log()[-4000:]}"

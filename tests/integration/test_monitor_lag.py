@@ -297,7 +297,7 @@ def test_catchup_rate_and_time_to_catch_up_follow_a_backlog_copied_in_steps(kafk
                 if p["catchup_state"] == "not-catching-up":
                     break
             assert p["catchup_state"] == "not-catching-up" and p["catchup_eta_seconds"] is None, p
-            assert p["copy_rate"] == 0 and p["source_rate"] > 0
+            assert p["copy_rate"] == 0 and p["source_rate"] > 0, p
             assert sample(mon.metrics(), "sparkmirror_flow_catchup_eta_seconds", flow=f.name) == float("inf")
 
             f.copy(0, produced - copied, now_ms)

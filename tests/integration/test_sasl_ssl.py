@@ -77,10 +77,18 @@ def secrets_of(clusters, client_key: tuple[Path, str]) -> dict[str, str]:
 def leaks(text: str, secrets: dict[str, str]) -> list[str]:
     found = []
     for name, secret in secrets.items():
+        if len(secret) < MIN_SECRET:
+            # A PEM's last base64 line can be a few characters ("Aw=="), or none at all once cut:
+            # found in any text by chance, it would say nothing.
+            continue
         # the whole secret, and a cut from its random middle (a truncated echo shows that)
         if secret in text or secret[-24:-12] in text:
             found.append(name)
     return found
+
+
+#: shorter secrets (a key's short last line) are not looked for: they would match by chance
+MIN_SECRET = 24
 
 
 def fetch(url: str) -> str:
