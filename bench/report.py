@@ -44,6 +44,9 @@ Systems:
   one Kafka transaction per source partition and batch.
 - **sparkmirror-baseline** (when measured): the default path run from another
   source tree (`--baseline-src`), for a change's before and after in the same run.
+- **sparkmirror-java** (when measured): the default path on another JDK
+  (`--java-home`: Spark's driver JVM and the writer's compiler), for a JVM's
+  effect in the same run.
 - **mm2**: Apache MirrorMaker 2 4.1.1, dedicated mode, `tasks.max` = cores,
   producer `batch.size=1000000`, `linger.ms=5`, no compression, `acks=all`,
   idempotent; consumer `max.poll.records=10000`, 50 MB fetches; offset-syncs and
@@ -67,15 +70,17 @@ def _monitor_section(results: list[dict]) -> list[str]:
     out = ["\n## monitor at scale\n",
            "`python -m bench.monitor_scale` (see its docstring): every partition caught up and idle except one "
            "busy topic of 100 partitions, the monitor at its default settings (positions every 0.2 s, "
-           "status every 5 s) as its own process. Times in ms (p50 / worst); the loop block is the "
+           "status every 5 s) as its own process. Times in ms (p50 / worst); the refresh is every round of the "
+           "positions loop in the last minute, as the monitor counts them (rows before 2026-11-26 15:30: the "
+           "round sampled after each of the bench's scrapes); the loop block is the "
            "slowest `/healthz`, i.e. the longest the event loop was busy elsewhere (other threads and the "
            "garbage collector included); the evaluation step is the longest the evaluation itself held it, "
            "in wall time, in its own CPU time and, of its wall time, how long the monitor's thread waited for "
            "a core while other processes (brokers, load generator) had both (the rest is waiting for the GIL "
            "held by another thread); the GC pause is the longest garbage collection seen (it stops every "
-           "thread).\n",
+           "thread), in wall time and, where measured, the most CPU time one used.\n",
            "| partitions | granularity | brokers per cluster | refresh | /metrics | /api/status | evaluation (worst) "
-           "| evaluation step (worst, wall / CPU / waiting for a core) | GC pause (worst) | loop block (worst) "
+           "| evaluation step (worst, wall / CPU / waiting for a core) | GC pause (worst, wall / CPU) | loop block (worst) "
            "| CPU % of a core | RSS MB | date | command |",
            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for (partitions, granularity), r in sorted(newest.items()):
@@ -84,7 +89,8 @@ def _monitor_section(results: list[dict]) -> list[str]:
                    f"{r['metrics_ms']} / {r['metrics_max_ms']} | {r['status_ms']} / {r['status_max_ms']} | "
                    f"{r['evaluation_max_ms']} | {r.get('evaluation_step_max_ms') or '-'} / "
                    f"{r.get('evaluation_step_cpu_max_ms') or '-'} / "
-                   f"{r.get('evaluation_step_max_runqueue_ms') or '-'} | {r.get('gc_pause_max_ms') or '-'} | "
+                   f"{r.get('evaluation_step_max_runqueue_ms') or '-'} | {r.get('gc_pause_max_ms') or '-'}"
+                   f"{' / ' + str(r['gc_pause_cpu_max_ms']) if r.get('gc_pause_cpu_max_ms') else ''} | "
                    f"{r['loop_block_max_ms']} | "
                    f"{r['cpu_percent']} | {r['rss_mb']} | "
                    f"{r['date']} | `{r['command']}` |")
@@ -173,7 +179,7 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
         if "sparkmirror" in by and not first.get("target_rate"):
             ratios = [f"sparkmirror/{p} = {by['sparkmirror']['records_per_s'] / by[p]['records_per_s']:.2f}x"
                       for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-realtime", "sparkmirror-baseline",
-                                "sparkmirror-kafka", "sparkmirror-eos")
+                                "sparkmirror-java", "sparkmirror-kafka", "sparkmirror-eos")
                       if p in by and by[p]["records_per_s"]]
             if ratios:
                 out.append("\nThroughput ratios: " + ", ".join(ratios) + ".\n")

@@ -216,8 +216,11 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run
     "sparkmirror-baseline": (("smb", "drb"), [], {}),
+    # the default path on another JVM (--java-home: JAVA_HOME for Spark's driver and the writer's javac)
+    "sparkmirror-java": (("smj", "drj"), [], {}),
 }
 BASELINE_SRC: list[Path] = []  # set from --baseline-src
+JAVA_HOME: list[Path] = []  # set from --java-home
 
 
 def start_system(system: str, src: str, dst: str, topic: str, partitions: int, work: Path):
@@ -234,6 +237,9 @@ def start_system(system: str, src: str, dst: str, topic: str, partitions: int, w
         # `python -m` and Spark's Python workers import `replicator` from the working directory first
         src_tree = BASELINE_SRC[0]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src_tree), os.environ.get("PYTHONPATH")]))}
+    if system == "sparkmirror-java":
+        home = JAVA_HOME[0]
+        env = {**os.environ, "JAVA_HOME": str(home), "PATH": f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "replicator.cli", "replicate", str(cfg), "--checkpoint-dir",
          str(work / f"{system}-{topic}-ckpt"), "--metrics-listen", "off", *args],
@@ -423,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="a source tree of sparkmirror (e.g. `git archive main | tar x -C /tmp/base`) run as system "
                          "sparkmirror-baseline beside the others: a change's before and after in the same run")
+    ap.add_argument("--java-home", type=Path, default=None,
+                    help="a JDK run as system sparkmirror-java beside the others (the default path with this "
+                         "JAVA_HOME): another JVM's effect, same run")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--no-write", action="store_true", help="print results only")
     ap.add_argument("--no-warm-up", action="store_true",
@@ -435,6 +444,12 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown system {s!r}")
     if ("sparkmirror-baseline" in systems + extra_systems) != (args.baseline_src is not None):
         ap.error("system sparkmirror-baseline and --baseline-src go together")
+    if ("sparkmirror-java" in systems + extra_systems) != (args.java_home is not None):
+        ap.error("system sparkmirror-java and --java-home go together")
+    if args.java_home is not None:
+        if not (args.java_home / "bin" / "java").is_file():
+            ap.error(f"--java-home {args.java_home}: no bin/java there")
+        JAVA_HOME.append(args.java_home.resolve())
     if args.baseline_src is not None:
         if not (args.baseline_src / "replicator" / "cli.py").is_file():
             ap.error(f"--baseline-src {args.baseline_src}: no replicator/cli.py there")
