@@ -10,7 +10,11 @@ MM2's ``offset.lag.max``) on the source cluster, and heartbeats
 ``delay`` seconds after its timestamp). So at any moment the true lag in
 seconds is ``delay``, the true records lag is ``rate x delay`` and the true
 heartbeat latency is ``delay``; after ``stop()`` the true lag in seconds is
-``now - first_missing_ms / 1000``.
+``now - first_missing_ms / 1000``. That holds while both threads get the CPU
+when they want it; on a loaded machine either can fall behind its schedule, so
+both keep a timeline of what they did (``Timeline``: when each record was
+acknowledged, and its timestamp) from which the truth at any past moment is
+read back (``true_seconds_lag``, ``true_records_lag``, ``true_heartbeat_latency``).
 
 The records on the wire are MM2's own bytes (``replicator.model.records``).
 Both run in their own threads; ``close()`` stops them.
@@ -18,6 +22,7 @@ Both run in their own threads; ``close()`` stops them.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import deque
@@ -41,12 +46,41 @@ def produce(producer: Producer, topic: str, value: bytes, **kwargs) -> None:
     raise RuntimeError(f"{topic}: the producer never learnt about the topic")
 
 
+class Timeline:
+    """When each record of a partition was acknowledged (wall clock), in offset order, with its timestamp.
+
+    Acknowledgements of one partition come in offset order (one idempotent producer), so the
+    records of a partition on the cluster at a moment are a prefix: ``count_at`` is its length.
+    """
+
+    def __init__(self, partitions: int) -> None:
+        self.acked: list[list[float]] = [[] for _ in range(partitions)]
+        self.timestamps: list[list[int]] = [[] for _ in range(partitions)]
+
+    def callback(self, timestamp_ms: int | None):
+        """A delivery callback that appends the record (``timestamp_ms`` None: the message's own)."""
+        def record(err, msg) -> None:
+            if err is None:
+                p = msg.partition()
+                self.acked[p].append(time.time())
+                self.timestamps[p].append(msg.timestamp()[1] if timestamp_ms is None else timestamp_ms)
+        return record
+
+    def count_at(self, partition: int, at: float) -> int:
+        return bisect.bisect_right(self.acked[partition], at)
+
+    def timestamp_of(self, partition: int, index: int) -> int | None:
+        ts = self.timestamps[partition]
+        return ts[index] if index < len(ts) else None
+
+
 class SteadyProducer:
     """``rate`` records per second into ``topic``, spread round-robin over its partitions."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float) -> None:
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.produced = 0
+        self.written = Timeline(partitions)  # when each record was on the source, by partition and offset
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"steady-{topic}", daemon=True)
@@ -63,8 +97,9 @@ class SteadyProducer:
             if wait > 0:
                 self._stop.wait(wait)
                 continue
+            ts = int(time.time() * 1000)
             produce(self._producer, self.topic, b"v", key=b"k", partition=self.produced % self.partitions,
-                    timestamp=int(time.time() * 1000))
+                    timestamp=ts, on_delivery=self.written.callback(ts))
             self._producer.poll(0)
             self.produced += 1
         self._producer.flush(30)
@@ -86,6 +121,8 @@ class DelayedCopier:
         self.sync_every, self.heartbeat_every = sync_every, heartbeat_every
         self.copied = 0
         self.first_missing_ms: int | None = None   # after stop(): timestamp of the oldest record not copied
+        self.mirrored = Timeline(partitions)  # when each copy was on the target, by source partition and offset
+        self.beats: list[tuple[float, int]] = []  # (acknowledged at, timestamp ms) of each heartbeat
         self._source_bootstrap = source
         self._target = Producer({"bootstrap.servers": target, "linger.ms": 0, "enable.idempotence": True})
         self._syncs = Producer({"bootstrap.servers": source, "linger.ms": 0})
@@ -120,7 +157,7 @@ class DelayedCopier:
                 while beats and beats[0] / 1000 + self.delay <= now:
                     hb = Heartbeat(self.target_alias, self.source_alias, beats.popleft())
                     produce(self._target, self.heartbeats_topic, hb.encode_value(), key=hb.encode_key(),
-                            timestamp=hb.timestamp_ms)
+                            timestamp=hb.timestamp_ms, on_delivery=self._beat_delivered(hb.timestamp_ms))
                 for p, queue in enumerate(pending):
                     while queue and queue[0][1] / 1000 + self.delay <= now:
                         offset, ts = queue.popleft()
@@ -136,10 +173,19 @@ class DelayedCopier:
             self._target.flush(30)
             self._syncs.flush(30)
 
+    def _beat_delivered(self, timestamp_ms: int):
+        def callback(err, msg) -> None:
+            if err is None:
+                self.beats.append((time.time(), timestamp_ms))
+        return callback
+
     def _delivered(self, partition: int, upstream: int):
+        record = self.mirrored.callback(None)
+
         def callback(err, msg) -> None:
             if err is not None:
                 raise RuntimeError(err)
+            record(err, msg)
             since = self._since_sync[partition]
             if since is None or since + 1 >= self.sync_every:
                 sync = OffsetSync(self.topic, partition, upstream, msg.offset())
@@ -148,6 +194,23 @@ class DelayedCopier:
             else:
                 self._since_sync[partition] = since + 1
         return callback
+
+    # --- the truth at a past moment, read back from the timelines --------------------------------
+    def true_seconds_lag(self, producer: "SteadyProducer", partition: int, at: float) -> float:
+        """Seconds lag of ``partition`` at wall time ``at``: the age then of the first source record
+        not yet on the target (0 when every record written by then was copied). Ask once the copier
+        has read past ``at`` (the timestamps of records it had not read by then come from its reads)."""
+        copied = self.mirrored.count_at(partition, at)
+        ts = producer.written.timestamp_of(partition, copied)
+        return 0.0 if ts is None or ts / 1000 > at else at - ts / 1000
+
+    def true_records_lag(self, producer: "SteadyProducer", partition: int, at: float) -> int:
+        return max(0, producer.written.count_at(partition, at) - self.mirrored.count_at(partition, at))
+
+    def true_heartbeat_latency(self, at: float) -> float | None:
+        """Latency of the newest heartbeat on the target at ``at``: its acknowledgement minus its timestamp."""
+        i = bisect.bisect_right(self.beats, (at, float("inf")))
+        return None if i == 0 else self.beats[i - 1][0] - self.beats[i - 1][1] / 1000
 
     def stop(self) -> None:
         """Stop copying (and heartbeating): from now on the flow is stalled."""

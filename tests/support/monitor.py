@@ -75,11 +75,7 @@ class RunningMonitor:
     def metrics(self) -> dict[tuple[str, frozenset], float]:
         code, body, _ = self.get("/metrics")
         assert code == 200
-        out = {}
-        for family in text_string_to_metric_families(body.decode()):
-            for s in family.samples:
-                out[(s.name, frozenset(s.labels.items()))] = s.value
-        return out
+        return parse_metrics(body)
 
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.2):
         deadline = time.monotonic() + timeout
@@ -103,6 +99,15 @@ class RunningMonitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def parse_metrics(body: bytes) -> dict[tuple[str, frozenset], float]:
+    """A /metrics page as {(sample name, labels): value}; read with ``sample``."""
+    out = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
 
 
 def produce_raw(bootstrap: str, topic: str, records: list[dict]) -> None:
