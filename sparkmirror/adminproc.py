@@ -143,6 +143,9 @@ class AdminProcess:
                 _write(proc.stdin, (fn, args))
                 kind, value = _read(proc.stdout.fileno(), time.monotonic() + timeout)
             except (EOFError, BrokenPipeError, TimeoutError) as exc:
+                if self._closed:  # close() stopped the child under this request: no death to report
+                    raise AdminProcessDied(f"admin requests to {self.what}: closed while a request was "
+                                           f"in flight") from None
                 self._replace(proc, exc)
                 raise AdminProcessDied(self._died_message(proc, exc)) from None
             if kind == "ok":
