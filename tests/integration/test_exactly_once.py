@@ -55,9 +55,7 @@ def read_ids(bootstrap: str, topic: str, isolation: str, expected: int, timeout:
              idle: float = 4.0) -> list[tuple[int, int]]:
     """(partition, id) of every record, in partition order, read until ``expected`` distinct ids
     are in and nothing new came for ``idle`` seconds (so duplicates after them are seen too)."""
-    # A reset goes to the start, never past records: a loaded broker once answered the first
-    # fetch at offset 0 of a new topic with OFFSET_OUT_OF_RANGE, and the default reset (latest)
-    # then skipped every record already there.
+    # A reset goes to the start, never past records (the default, latest, skips what is there).
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-eos-reader-{time.time_ns()}",
                   "enable.auto.commit": False, "isolation.level": isolation, "auto.offset.reset": "earliest"})
     parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -187,7 +185,9 @@ def test_progress_write_that_times_out_is_retried_before_the_commit(kafka_cluste
 
     dr = kafka_clusters.dr.bootstrap
     source_topic, mirror = f"eos-progress-{unique}", f"primary.eos-progress-{unique}"
-    create_topic(dr, mirror, 1)
+    # The rows carry timestamps from 2023: under the default 7-day retention, the broker's
+    # retention check (every 5 s here) deleted them before the read, now and then.
+    create_topic(dr, mirror, 1, config={"retention.ms": "-1"})
 
     class SlowCoordinatorOnce(confluent_kafka.Producer):
         timeouts = 0
