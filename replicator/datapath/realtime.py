@@ -58,6 +58,9 @@ SLOT_HEADROOM = 16
 CATCH_UP_FIRST_RECORDS = int(os.environ.get("SPARKMIRROR_CATCH_UP_FIRST_RECORDS", "10000"))
 
 COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
+# The writer's columns as SQL: the timestamp as epoch milliseconds (a long, as Kafka has it),
+# so that no java.sql.Timestamp is built (and calendar-rebased) for every row on its way in.
+SELECT = tuple("unix_millis(timestamp) AS timestamp" if c == "timestamp" else c for c in COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -346,7 +349,7 @@ def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, pro
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
         syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max),
         _jmap(jvm, {t: str(v) for t, v in (max_message_bytes or {}).items()}))
-    w = (df.select(*COLUMNS).writeStream.queryName(name).outputMode("update")
+    w = (df.selectExpr(*SELECT).writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)
     return w.start()

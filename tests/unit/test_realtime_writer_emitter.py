@@ -93,6 +93,9 @@ def test_the_writers_size_check_is_the_size_on_the_wire(harness_classpath):
                      f"{headers}".strip())
     proc = subprocess.run(["java", "-cp", harness_classpath, "sparkmirror.SizeHarness"],
                           input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
-    pairs = [tuple(map(int, line.split())) for line in proc.stdout.splitlines()]
-    assert len(pairs) == len(lines)
-    assert [check for check, _ in pairs] == [wire for _, wire in pairs]
+    rows = [tuple(map(int, line.split())) for line in proc.stdout.splitlines()]
+    assert len(rows) == len(lines)
+    assert [check for check, _, _ in rows] == [wire for _, wire, _ in rows]
+    # The allocation-free pre-check that decides whether to measure at all never says no to
+    # a record that would surpass a limit one byte under its size.
+    assert [bound for _, _, bound in rows] == [1] * len(rows)

@@ -294,6 +294,22 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
                 key == null ? null : ByteBuffer.wrap(key), value == null ? null : ByteBuffer.wrap(value), hs);
     }
 
+    /**
+     * Whether a record could be larger than {@code limit} as a batch of one: a bound that
+     * needs no allocation (a record's own framing, varints included, is under 32 bytes, each
+     * header's under 10), so the exact size is only worked out for records near the limit.
+     */
+    static boolean maySurpass(byte[] key, byte[] value, List<Header> headers, int limit) {
+        long bound = DefaultRecordBatch.RECORD_BATCH_OVERHEAD + 32L + (key == null ? 0 : key.length)
+                + (value == null ? 0 : value.length);
+        if (headers != null) {
+            for (Header h : headers) {
+                bound += 10L + h.key().length() * 3L + (h.value() == null ? 0 : h.value().length);
+            }
+        }
+        return bound > limit;
+    }
+
     @Override
     public void process(Row row) {
         String permanent = PERMANENT.get(flow);
@@ -320,7 +336,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         final long offset = row.getLong(2);
         byte[] key = row.isNullAt(3) ? null : (byte[]) row.get(3);
         byte[] value = row.isNullAt(4) ? null : (byte[]) row.get(4);
-        final long timestamp = ((java.sql.Timestamp) row.get(5)).getTime();
+        final long timestamp = row.getLong(5); // epoch ms (realtime.SELECT)
         List<Header> headers = null;
         if (!row.isNullAt(6)) {
             List<Row> hs = row.getList(6);
@@ -332,7 +348,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         final String target = lastTarget;
         final long size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
         Integer limit = maxMessageBytes.get(target);
-        if (limit != null && uncompressed) {
+        if (limit != null && uncompressed && maySurpass(key, value, headers, limit)) {
             int asBatch = sizeAsBatch(key, value, headers);
             if (asBatch > limit) {
                 String message = ERROR_MARKER + ": cluster " + targetCluster + " rejected a record: "

@@ -15,7 +15,9 @@ import org.apache.kafka.common.record.SimpleRecord;
  * For records described on stdin ("KEYLEN VALUELEN H1NAMELEN:H1VALUELEN ..." per line, -1 for
  * null), prints the writer's size check and the size Kafka's own record builder gives the
  * same record as an uncompressed batch of one (what the broker compares with
- * max.message.bytes), as "CHECK WIRE".
+ * max.message.bytes), as "CHECK WIRE BOUND": BOUND is 1 when the writer's cheap pre-check
+ * says a record of that size could surpass a limit of WIRE - 1 (it must: the exact check is
+ * skipped when it says no).
  */
 public class SizeHarness {
     private static byte[] bytes(int n) {
@@ -38,7 +40,9 @@ public class SizeHarness {
             int wire = MemoryRecords.withRecords(Compression.NONE,
                     new SimpleRecord(1_700_000_000_000L, key, value, hs)).sizeInBytes();
             int check = MirrorForeachWriter.sizeAsBatch(key, value, headers.isEmpty() ? null : headers);
-            System.out.println(check + " " + wire);
+            List<Header> hl = headers.isEmpty() ? null : headers;
+            int bound = MirrorForeachWriter.maySurpass(key, value, hl, wire - 1) ? 1 : 0;
+            System.out.println(check + " " + wire + " " + bound);
         }
     }
 }
