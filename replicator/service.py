@@ -25,7 +25,8 @@ start yet is tried again, a failed round is logged and the next one runs. The
 main thread then supervises the queries every half second until the signal.
 
 On SIGTERM / Ctrl-C it stops, in this order: the queries (no new batch is
-planned; the running one finishes within 10 s or is abandoned and replayed from
+planned; the running one finishes within 10 s — a real-time query's, within its
+checkpoint interval plus 2 s when that is longer — or is abandoned and replayed from
 the checkpoint on restart: duplicates, never loss), then every loop, which
 flushes its producers on the way out (heartbeats, checkpoints), then one summary
 line per flow, then Spark; the exit code is 0. The queries stop first, before
@@ -117,10 +118,19 @@ class ReplicatorService:
         for difference in mm2_differences(self.config):
             log.warning("differs from MM2: %s", difference)
 
+    def _stop_grace(self) -> float:
+        """The longest a clean stop lets the running batch finish (see flow.GRACEFUL_STOP_S)."""
+        from replicator.datapath import realtime
+        from replicator.datapath.flow import GRACEFUL_STOP_S
+
+        if self.data_path == realtime.MICRO_BATCH:
+            return GRACEFUL_STOP_S
+        return realtime.stop_wait_seconds(GRACEFUL_STOP_S)
+
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):
-            log.info("received %s: stopping; no new batch starts, the running one finishes within 10 s or is "
-                     "abandoned (replayed on restart)", signal.Signals(signum).name)
+            log.info("received %s: stopping; no new batch starts, the running one finishes within %.0f s or is "
+                     "abandoned (replayed on restart)", signal.Signals(signum).name, self._stop_grace())
             self.stop_event.set()
 
         if threading.current_thread() is threading.main_thread():

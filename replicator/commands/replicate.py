@@ -40,6 +40,12 @@ def register(sub) -> None:
                         "given, or the writer cannot be built (no javac); 'micro-batch' — batches planned every "
                         "trigger, one task per core; 'real-time' — real time from the start; the log says which "
                         "path each flow takes and why")
+    p.add_argument("--real-time-checkpoint-interval", type=float, default=None, metavar="SECONDS",
+                   help="how often a real-time query checkpoints its source offsets (default 5, the least Spark "
+                        "allows). Records are copied as they arrive whatever it is; each checkpoint pauses the "
+                        "copy for a moment, so a longer interval gives a lower tail latency (BENCHMARKS.md), while "
+                        "a kill -9 copies again up to that many seconds of records and a clean stop waits up to "
+                        "that long for the next checkpoint")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
@@ -62,6 +68,8 @@ def _run(args) -> int:
 
         metrics().web_config = load_web_config(args.web_config_file)  # refused here, before Spark starts
     spark_conf = _spark_conf(args.spark_conf)
+    if args.real_time_checkpoint_interval is not None:
+        _set_checkpoint_interval(args.real_time_checkpoint_interval)
     config = load_config(args.config)
     translate_clients(config)  # every client's settings: a bad one stops here, before Spark starts
     from replicator.service import ReplicatorService
@@ -70,6 +78,19 @@ def _run(args) -> int:
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
                          metrics_listen=listen, spark_conf=spark_conf,
                          source_mode=args.source_mode, data_path=args.data_path).run()
+
+
+def _set_checkpoint_interval(seconds: float) -> None:
+    import math
+
+    from replicator.datapath import realtime
+    from sparkmirror.errors import UsageError
+
+    if not math.isfinite(seconds) or seconds < realtime.MIN_CHECKPOINT_INTERVAL_S:
+        raise UsageError(f"--real-time-checkpoint-interval {seconds:g}: must be at least "
+                         f"{realtime.MIN_CHECKPOINT_INTERVAL_S:g} seconds (the shortest real-time batch Spark runs)",
+                         hint="for example --real-time-checkpoint-interval 30")
+    realtime.set_checkpoint_interval(seconds)
 
 
 def _spark_conf(items: list[str]) -> dict[str, str]:

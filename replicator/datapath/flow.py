@@ -464,7 +464,8 @@ class FlowReplicator:
             # A real-time query's tasks never end by themselves: it is stopped right after a
             # batch boundary, so that what the next start copies again is a few milliseconds' worth.
             self._stop_flag.touch()
-            deadline = time.monotonic() + GRACEFUL_STOP_S
+            grace = realtime.stop_wait_seconds(GRACEFUL_STOP_S) if self.realtime else GRACEFUL_STOP_S
+            deadline = time.monotonic() + grace
             rt_batch = _progress_batch(q) if self.realtime else None
             at_boundary = False
             while time.monotonic() < deadline:
@@ -488,7 +489,7 @@ class FlowReplicator:
                     since = "its start" if rt_batch is None else f"batch {rt_batch}"
                     log.info("flow %s: real-time query stopped before its next checkpoint (none within %.0f s): the "
                              "records copied since %s will be copied again on restart (duplicates, never "
-                             "loss)", self.name, GRACEFUL_STOP_S, since)
+                             "loss)", self.name, grace, since)
             run_id = None
             if self.realtime:
                 from replicator.datapath.spark import quiet_stop_noise

@@ -37,15 +37,29 @@ REAL_TIME = "real-time"
 MICRO_BATCH = "micro-batch"
 PATHS = ("auto", REAL_TIME, MICRO_BATCH)
 
-#: Checkpoint interval of a real-time query (Spark's minimum is 5 s). Records are copied
-#: as they come whatever it is; it bounds what a crash replays and how long a clean stop
-#: waits for a batch boundary.
+#: Checkpoint interval of a real-time query (Spark's minimum is 5 s;
+#: ``--real-time-checkpoint-interval``). Records are copied as they come whatever it is; it
+#: bounds what a crash replays and how long a clean stop waits for a batch boundary, and each
+#: boundary pauses the copy for a moment (BENCHMARKS.md: fewer boundaries, a lower p99).
 REALTIME_BATCH = os.environ.get("SPARKMIRROR_REALTIME_BATCH", "5 seconds")
+MIN_CHECKPOINT_INTERVAL_S = 5.0
 
 
 def batch_seconds() -> float:
     number, _, unit = REALTIME_BATCH.partition(" ")
     return float(number) * (60.0 if unit.startswith("min") else 1.0)
+
+
+def set_checkpoint_interval(seconds: float) -> None:
+    """The real-time checkpoint interval of this process's queries (the caller checked the minimum)."""
+    global REALTIME_BATCH
+    REALTIME_BATCH = f"{seconds:g} seconds"
+
+
+def stop_wait_seconds(grace: float) -> float:
+    """How long a clean stop waits for a real-time batch boundary: at least ``grace``, and long
+    enough for one boundary to come (a stop at a boundary copies nothing twice on restart)."""
+    return max(grace, batch_seconds() + 2.0)
 
 
 #: A flow with more partitions than this runs in micro-batches: each partition is a task

@@ -154,3 +154,29 @@ def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
     # the user's own smaller batch.size stays
     conf, _ = realtime.java_producer_config({"batch.size": "1000"})
     assert realtime.cap_batch_size(conf, {"a.small": 2000}) is None and conf["batch.size"] == "1000"
+
+
+def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary(monkeypatch):
+    from replicator.commands.replicate import _set_checkpoint_interval
+
+    monkeypatch.setattr(realtime, "REALTIME_BATCH", realtime.REALTIME_BATCH)  # restored after the test
+    assert realtime.stop_wait_seconds(10.0) == max(10.0, realtime.batch_seconds() + 2)
+    _set_checkpoint_interval(30)
+    assert realtime.REALTIME_BATCH == "30 seconds" and realtime.batch_seconds() == 30.0
+    # a 30-s interval: the stop waits long enough for the next boundary, not only 10 s
+    assert realtime.stop_wait_seconds(10.0) == 32.0
+    _set_checkpoint_interval(7.5)
+    assert realtime.batch_seconds() == 7.5 and realtime.stop_wait_seconds(10.0) == 10.0
+
+
+@pytest.mark.parametrize("seconds", [4.9, 0, -5, float("nan"), float("inf")])
+def test_checkpoint_interval_below_sparks_minimum_is_a_usage_error(monkeypatch, seconds):
+    from replicator.commands.replicate import _set_checkpoint_interval
+    from sparkmirror.errors import UsageError
+
+    monkeypatch.setattr(realtime, "REALTIME_BATCH", realtime.REALTIME_BATCH)
+    before = realtime.REALTIME_BATCH
+    with pytest.raises(UsageError) as info:
+        _set_checkpoint_interval(seconds)
+    assert info.value.exit_code == 2 and "--real-time-checkpoint-interval" in str(info.value)
+    assert realtime.REALTIME_BATCH == before
