@@ -93,6 +93,27 @@ def _percentiles(latencies: list[int], prefix: str = "") -> dict:
             f"{prefix}max_s": round(latencies[-1] / 1000, 3) if n else None}
 
 
+SETTLED_BELOW_MS = 1000
+
+
+def warm_up_figures(warm_latencies: list[int], warm_per_second: dict[int, int],
+                    per_second: dict[int, tuple[int, int]]) -> dict:
+    """What the unmeasured warm-up hides: its own p99 and worst latency, and ``settled_s``, how
+    long after the first record arrived the latency stayed under a second for good (the end of
+    the last arrival second, warm-up or measured, whose worst record took longer; 0 if none did).
+    A JVM-based mirror compiles its hot code in its first minute: this is its cost."""
+    worst = dict(warm_per_second)
+    for sec, (_n, w) in per_second.items():
+        worst[sec] = max(worst.get(sec, 0), w)
+    if not worst:
+        return {"warm_up_p99_s": None, "warm_up_max_s": None, "settled_s": None}
+    first = min(worst)
+    late = [sec for sec, w in worst.items() if w > SETTLED_BELOW_MS]
+    figures = _percentiles(warm_latencies, "warm_up_")
+    return {"warm_up_p99_s": figures["warm_up_p99_s"], "warm_up_max_s": figures["warm_up_max_s"],
+            "settled_s": (max(late) + 1 - first) if late else 0}
+
+
 def probe(args) -> int:
     """Tail the mirrored topic (and, if given, the mirrored heartbeats topic) from their ends:
     latency = arrival minus the record's timestamp, which a mirror keeps from the source (a
@@ -107,6 +128,8 @@ def probe(args) -> int:
     latencies: list[int] = []
     per_second: dict[int, tuple[int, int]] = {}  # arrival second -> (records, worst latency ms)
     heartbeat_latencies: list[int] = []
+    warm_latencies: list[int] = []
+    warm_per_second: dict[int, int] = {}  # arrival second -> worst latency ms, warm-up records
     measured_since = None  # the source timestamp of the first measured record
     deadline = time.monotonic() + args.timeout
     last_measured = None
@@ -133,7 +156,11 @@ def probe(args) -> int:
             if m.topic() != args.topic:
                 if measured_since is not None and ts >= measured_since:
                     heartbeat_latencies.append(now - ts)
-            elif not (m.key() or b"").startswith(b"w"):  # not a warm-up record
+            elif (m.key() or b"").startswith(b"w"):  # a warm-up record: kept apart (the system's first minute)
+                warm_latencies.append(now - ts)
+                second = now // 1000
+                warm_per_second[second] = max(warm_per_second.get(second, 0), now - ts)
+            else:
                 latencies.append(now - ts)
                 second = now // 1000
                 worst = per_second.get(second)
@@ -146,6 +173,7 @@ def probe(args) -> int:
     # when the slow records arrived: a stall shows as a run of seconds with a high worst latency
     # (unix second of arrival, records, worst latency in ms)
     out["per_second"] = [[sec, n, worst] for sec, (n, worst) in sorted(per_second.items())]
+    out.update(warm_up_figures(warm_latencies, warm_per_second, per_second))
     if args.heartbeats_topic:
         out.update(_percentiles(heartbeat_latencies, "heartbeat_"))
     with open(args.out, "w") as f:

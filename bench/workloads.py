@@ -6,5 +6,5 @@ WORKLOADS = {
     "b": {"name": "catchup-2m-100b-12p", "kind": "catchup", "records": 2_000_000, "value_bytes": 100, "partitions": 12},
     "c": {"name": "catchup-2m-1kb-48p", "kind": "catchup", "records": 2_000_000, "value_bytes": 1024, "partitions": 48},
     "d": {"name": "steady-1kb-12p", "kind": "steady", "value_bytes": 1024, "partitions": 12, "seconds": 180,
-          "warm_up": 20.0, "load": 0.5},
+          "warm_up": 60.0, "load": 0.5},
 }
