@@ -23,17 +23,17 @@ def _batches(log: str) -> list[int]:
     return [int(b) for b in re.findall(r"flow primary->dr batch (\d+): \d+ records", log)]
 
 
-def _sigterm(rep: Replicator) -> tuple[int | None, float]:
+def _sigterm(rep: Replicator, grace: float = GRACE_S) -> tuple[int | None, float]:
     """SIGTERM the replicator; (exit code, seconds it took)."""
     signalled = time.monotonic()
-    code = rep.terminate(timeout=GRACE_S + 20)
+    code = rep.terminate(timeout=grace + 20)
     return code, time.monotonic() - signalled
 
 
-def _assert_clean_stop(log: str, code: int | None, took: float) -> None:
+def _assert_clean_stop(log: str, code: int | None, took: float, grace: float = GRACE_S) -> None:
     """Exit 0 within the grace period, no error line or traceback, the summary after the signal."""
     assert code == 0, log[-3000:]
-    assert took < GRACE_S + 15, f"stopped {took:.1f} s after SIGTERM"
+    assert took < grace + 15, f"stopped {took:.1f} s after SIGTERM"
     for bad in (" ERROR ", "Traceback", "Exception", "Py4JNetworkError", "EOFError"):
         assert bad not in log, f"{bad!r} in the log of a normal stop:\n{log[log.index(bad) - 1500:][:3000]}"
     assert "summary: flow primary->dr:" in log[log.index("received SIGTERM"):]
@@ -145,12 +145,14 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
         assert "stopped before its next checkpoint" in log, log[-3000:]
 
 
-def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clusters, unique, tmp_path):
+@pytest.mark.parametrize("interval", [None, 30], ids=["default-interval", "30s-interval"])
+def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clusters, unique, tmp_path, interval):
     """--data-path auto: a flow far behind at start catches up in micro-batches (more records per
     second) and switches to real time once caught up, where it left off (no record copied twice).
     A real-time query never ends a batch by itself: on SIGTERM it is stopped right after its next
     checkpoint, so exit 0 within the grace period and no error line; the restart resumes the
-    real-time checkpoint and copies again only what arrived in the last moments."""
+    real-time checkpoint and copies again only what arrived in the last moments. With a 30-s
+    checkpoint interval the stop waits up to 32 s for that checkpoint instead of 10 s."""
     from tests.support.kafka import NumberedProducer
 
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
@@ -160,7 +162,9 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)))
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
     producer = NumberedProducer(primary, topic, 2, rate=200.0, first_id=backlog)
-    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=["--data-path", "auto"]).start()
+    extra = ["--data-path", "auto"] + ([] if interval is None else ["--real-time-checkpoint-interval", str(interval)])
+    grace = GRACE_S if interval is None else interval + 2
+    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=extra).start()
     try:
         rep.wait_for_log("catching up in micro-batches first", timeout=240)
         rep.wait_for_log("switching to the real-time data path", timeout=240)
@@ -173,15 +177,16 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
         while "real-time batch" not in rep.log()[log_at:] and time.monotonic() < deadline:
             time.sleep(0.2)  # records are flowing in real time and a checkpoint passed
         time.sleep(2)
-        code, took = _sigterm(rep)
+        code, took = _sigterm(rep, grace)
     finally:
         if rep.running():
             rep.kill9()
     log = rep.log()
-    _assert_clean_stop(log, code, took)
+    _assert_clean_stop(log, code, took, grace)
+    assert f"finishes within {grace:.0f} s" in log, "the SIGTERM line should say how long the stop may take"
     time.sleep(2)
     sent = producer.stop()
-    rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=["--data-path", "auto"]).start()
+    rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=extra).start()
     try:
         deadline = time.monotonic() + 240
         values: list[bytes] = []
