@@ -119,13 +119,12 @@ class ReplicatorService:
             log.warning("differs from MM2: %s", difference)
 
     def _stop_grace(self) -> float:
-        """The longest a clean stop lets the running batch finish (see flow.GRACEFUL_STOP_S)."""
+        """The longest a clean stop lets the running batch finish (any flow may run in real time
+        unless --data-path micro-batch)."""
         from replicator.datapath import realtime
-        from replicator.datapath.flow import GRACEFUL_STOP_S
+        from replicator.datapath.flow import stop_grace
 
-        if self.data_path == realtime.MICRO_BATCH:
-            return GRACEFUL_STOP_S
-        return realtime.stop_wait_seconds(GRACEFUL_STOP_S)
+        return stop_grace(self.data_path != realtime.MICRO_BATCH)
 
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):

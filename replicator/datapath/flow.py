@@ -43,6 +43,13 @@ from replicator.kafkaclients import client_conf, watermarks
 log = logging.getLogger("sparkmirror.replicate")
 
 GRACEFUL_STOP_S = 10.0
+
+
+def stop_grace(real_time: bool) -> float:
+    """The longest a clean stop lets a query's running batch finish: GRACEFUL_STOP_S, or for a
+    real-time query long enough for its next checkpoint to come (realtime.stop_wait_seconds)."""
+    return realtime.stop_wait_seconds(GRACEFUL_STOP_S) if real_time else GRACEFUL_STOP_S
+
 #: After auto left real time because it could not keep up, micro-batches for at least this long,
 #: doubling with every further fall-back up to the cap (see FlowReplicator.fall_back).
 FALL_BACK_HOLD_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_HOLD_S", "60"))
@@ -464,7 +471,7 @@ class FlowReplicator:
             # A real-time query's tasks never end by themselves: it is stopped right after a
             # batch boundary, so that what the next start copies again is a few milliseconds' worth.
             self._stop_flag.touch()
-            grace = realtime.stop_wait_seconds(GRACEFUL_STOP_S) if self.realtime else GRACEFUL_STOP_S
+            grace = stop_grace(self.realtime)
             deadline = time.monotonic() + grace
             rt_batch = _progress_batch(q) if self.realtime else None
             at_boundary = False
