@@ -238,7 +238,10 @@ def _serve() -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which closes stdin
+    # A Ctrl-C or a SIGTERM to the whole process group (systemd's default stop) is the parent's
+    # to handle: it may still need this child while it stops, and closes stdin when done.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer
     config = _read(stdin)
     admin = AdminClient(config)

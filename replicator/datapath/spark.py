@@ -8,6 +8,7 @@ submit command (see README: ``--packages org.apache.spark:spark-sql-kafka-0-10_2
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -28,6 +29,33 @@ DEFAULT_LOCAL_MASTER = "local[*,4]"
 
 def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+@contextlib.contextmanager
+def jvm_in_its_own_session():
+    """Start the Spark driver JVM that PySpark launches in a session of its own.
+
+    A stop signal sent to the replicator's whole process group — systemd's default
+    ``KillMode=control-group``, ``kill -- -PGID``, a terminal's Ctrl-C — would otherwise also
+    reach the JVM and its Python workers: the JVM runs its shutdown hooks at once and the
+    running batch dies under the replicator's clean stop. In its own session only the
+    replicator gets the signal and stops Spark in order. The JVM still never outlives the
+    replicator: PySpark's gateway exits when its stdin, a pipe from this process, closes.
+    PySpark takes ``popen_kwargs`` for its gateway's ``Popen`` but its session builder does
+    not pass any, so the launcher its ``SparkContext`` calls is wrapped for the one start.
+    """
+    import pyspark.core.context as context
+
+    launch = context.launch_gateway
+
+    def launch_in_own_session(conf=None, popen_kwargs=None):
+        return launch(conf, {**(popen_kwargs or {}), "start_new_session": True})
+
+    context.launch_gateway = launch_in_own_session
+    try:
+        yield
+    finally:
+        context.launch_gateway = launch
 
 
 def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: bool = False,
@@ -71,7 +99,11 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
             conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
     for k, v in conf.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    if under_spark_submit():
+        spark = builder.getOrCreate()
+    else:
+        with jvm_in_its_own_session():
+            spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "ERROR"))
     if "SPARKMIRROR_SPARK_LOG_LEVEL" not in os.environ:
         _quiet_fault_loggers(spark)

@@ -23,10 +23,10 @@ def _batches(log: str) -> list[int]:
     return [int(b) for b in re.findall(r"flow primary->dr batch (\d+): \d+ records", log)]
 
 
-def _sigterm(rep: Replicator, grace: float = GRACE_S) -> tuple[int | None, float]:
-    """SIGTERM the replicator; (exit code, seconds it took)."""
+def _sigterm(rep: Replicator, grace: float = GRACE_S, group: bool = False) -> tuple[int | None, float]:
+    """SIGTERM the replicator (``group``: its whole process group); (exit code, seconds it took)."""
     signalled = time.monotonic()
-    code = rep.terminate(timeout=grace + 20)
+    code = rep.terminate(timeout=grace + 20, group=group)
     return code, time.monotonic() - signalled
 
 
@@ -40,6 +40,8 @@ def _assert_clean_stop(log: str, code: int | None, took: float, grace: float = G
 
 
 def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, unique, tmp_path):
+    """The signal goes to the whole process group, as systemd's default KillMode (control-group)
+    sends it: the Spark JVM and its Python workers must not die under the running batch."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"stop-{unique}"
     create_topic(primary, topic, 4)
@@ -65,7 +67,7 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
                                   rep.metrics_text()).group(1))
         assert 0 < backlog <= RECORDS
         batches_before = len(_batches(rep.log()))
-        code, took = _sigterm(rep)
+        code, took = _sigterm(rep, group=True)
     finally:
         if rep.running():
             rep.kill9()

@@ -83,28 +83,41 @@ class Replicator:
             time.sleep(0.5)
         raise AssertionError(f"replicator did not log {text!r} within {timeout}s:\n{self.log()[-3000:]}")
 
-    def terminate(self, timeout: float = 90) -> int:
-        """SIGTERM, as an operator would; returns the exit code."""
+    def terminate(self, timeout: float = 90, group: bool = False) -> int:
+        """SIGTERM, as an operator would; returns the exit code. ``group``: to the whole process
+        group, as systemd's default KillMode and ``kill -- -PGID`` do (a terminal's Ctrl-C too,
+        with SIGINT)."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if group:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            else:
+                self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
         finally:
             self._kill_group()
 
     def kill9(self) -> None:
-        """SIGKILL the driver and its Spark JVM (the whole process group), like a crash."""
+        """SIGKILL the driver, its Spark JVM and the JVM's Python workers at once, like a crash."""
         if self.proc is not None:
             self._kill_group()
             self.proc.wait(30)
 
     def _kill_group(self) -> None:
+        # The Spark JVM runs in a session of its own (a group stop signal must not reach it), so
+        # the process tree is collected first and every process in it killed with the group.
+        tree = descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout)
@@ -117,3 +130,24 @@ class Replicator:
             self.terminate()
         else:
             self._kill_group()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
