@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
                                         RUN_SCHEMA_DDL, WriterSpec, _Placements, arrow_rows, cannot_produce,
-                                        produce_after)
+                                        cyclic_gc_paused, produce_after)
 
 EOS_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("skipped", pa.int64()))
 EOS_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", skipped long"
@@ -261,7 +261,14 @@ class _PartitionTxn:
 
 
 def write_partition_eos(spec: EosWriterSpec, batches) -> "pa.RecordBatch":
-    """mapInArrow body: write every row in per-source-partition transactions, yield the runs."""
+    """mapInArrow body: write every row in per-source-partition transactions, yield the runs
+    (with the cyclic garbage collector paused meanwhile: ``writer.cyclic_gc_paused``)."""
+    with cyclic_gc_paused():
+        runs = _write_partition_eos(spec, batches)
+    yield runs
+
+
+def _write_partition_eos(spec: EosWriterSpec, batches) -> "pa.RecordBatch":
     topic_map = dict(spec.writer.topic_map)
     done: list[_PartitionTxn] = []
     current: _PartitionTxn | None = None
@@ -305,5 +312,5 @@ def write_partition_eos(spec: EosWriterSpec, batches) -> "pa.RecordBatch":
             rows.append((r.topic, r.partition, r.u0, r.d0, r.n, r.bytes, r.max_latency, r.min_ts or 0,
                          pt.skipped if j == 0 else 0))
     columns = list(zip(*rows)) if rows else [()] * len(EOS_RUN_SCHEMA)
-    yield pa.RecordBatch.from_arrays([pa.array(list(col), f.type) for col, f in zip(columns, EOS_RUN_SCHEMA)],
+    return pa.RecordBatch.from_arrays([pa.array(list(col), f.type) for col, f in zip(columns, EOS_RUN_SCHEMA)],
                                      schema=EOS_RUN_SCHEMA)

@@ -42,7 +42,8 @@ from functools import partial
 import pyarrow as pa
 
 from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, produce_after, runs_batch)
+                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, cyclic_gc_paused,
+                                        produce_after, runs_batch)
 
 # The writer's runs, plus rows that report records deleted on the source before they
 # were copied: records = 0, upstream_start = first lost offset, lost = how many; and rows
@@ -281,7 +282,16 @@ class _Range:
 
 def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                   resets: dict[tuple[str, int], int] | None = None):
-    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs).
+    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs),
+    with the cyclic garbage collector paused meanwhile (``writer.cyclic_gc_paused``)."""
+    with cyclic_gc_paused():
+        runs = _mirror_ranges(spec, ranges, resets)
+    yield runs
+
+
+def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
+                   resets: dict[tuple[str, int], int] | None = None) -> "pa.RecordBatch":
+    """Copy source records ``[start, end)`` of each partition; return where they landed (runs).
 
     ``resets``: partitions copied again from their start, with the offset reached before
     (reported back to the driver, which logs them).
@@ -406,7 +416,7 @@ def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
     for topic, partition, first, *_rest in reports:
         for name in extra:
             extra[name].append({"topic": topic, "partition": partition, "upstream_start": first}.get(name, 0))
-    yield pa.RecordBatch.from_arrays(
+    return pa.RecordBatch.from_arrays(
         [pa.concat_arrays([runs.column(i), pa.array(extra[f.name], f.type)]) for i, f in enumerate(RUN_SCHEMA)]
         + [pa.array([0] * runs.num_rows + [r[3] for r in reports], pa.int64()),
            pa.array([0] * runs.num_rows + [r[4] for r in reports], pa.int64())],
