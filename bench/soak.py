@@ -105,7 +105,8 @@ class Proc:
             return self.p.wait(30)
         finally:
             try:
-                os.killpg(self.p.pid, signal.SIGKILL)  # leftovers of the group (Spark JVM, workers)
+                os.killpg(self.p.pid, signal.SIGKILL)  # leftovers of the group (the Spark JVM, in a session of
+                # its own, exits by itself when the driver's pipe to it closes)
             except (ProcessLookupError, PermissionError):
                 pass
 

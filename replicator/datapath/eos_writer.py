@@ -159,7 +159,8 @@ class _PartitionTxn:
             producer.begin_transaction()
             self.in_txn = True
             self.txn_started = time.monotonic()
-        on_delivery = self.placements.callback((self.src_topic, self.partition, offset, ts, size))
+        on_delivery = self.placements.callback((self.src_topic, self.partition, offset, ts))
+        self.placements.bytes += size
         try:
             producer.produce(self.target, value=value, key=key, partition=self.partition, timestamp=ts,
                              headers=hdr_list, on_delivery=on_delivery)
@@ -173,7 +174,7 @@ class _PartitionTxn:
         self.next_offset = offset + 1
         self.written += 1
         if self.written % POLL_EVERY == 0:
-            self.placements.now_ms = int(time.time() * 1000)
+            self.placements.tick()
             producer.poll(0)
             if self.placements.error:
                 self._raise_delivery_error()
@@ -188,7 +189,7 @@ class _PartitionTxn:
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         producer = self.producer
         while len(producer) and time.monotonic() < deadline:
-            self.placements.now_ms = int(time.time() * 1000)
+            self.placements.tick()
             producer.poll(0.01)
         return len(producer)
 
@@ -309,7 +310,8 @@ def _write_partition_eos(spec: EosWriterSpec, batches) -> "pa.RecordBatch":
         if not pt.placements.runs:  # all skipped: one empty row still reports them
             rows.append((pt.src_topic, pt.partition, max(pt.resume_at, 0), -1, 0, 0, 0, 0, pt.skipped))
         for j, r in enumerate(pt.placements.runs):
-            rows.append((r.topic, r.partition, r.u0, r.d0, r.n, r.bytes, r.max_latency, r.min_ts or 0,
+            rows.append((r.topic, r.partition, r.u0, r.d0, r.n, pt.placements.bytes if j == 0 else 0,
+                         r.max_latency, r.min_ts or 0,
                          pt.skipped if j == 0 else 0))
     columns = list(zip(*rows)) if rows else [()] * len(EOS_RUN_SCHEMA)
     return pa.RecordBatch.from_arrays([pa.array(list(col), f.type) for col, f in zip(columns, EOS_RUN_SCHEMA)],

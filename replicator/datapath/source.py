@@ -328,6 +328,7 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
     consumer.assign([TopicPartition(t, p, open_[(t, p)].position) for t, p in sorted(open_)])
     produce = producer.produce
     last_progress = time.monotonic()
+    nbytes = 0
     try:
         while open_ and not placements.error:
             # Ask for exactly what is left: consume() returns as soon as that many arrived,
@@ -344,11 +345,18 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                                        f"(range ends at {st.end}); the task will be retried")
                 continue
             last_progress = time.monotonic()
-            placements.now_ms = int(time.time() * 1000)
+            placements.tick()
             n = 0
             reassign = False
+            # a consume returns each partition's records in runs: its state is looked up when the
+            # partition changes, and forgotten (at_p = None) whenever a partition leaves open_
+            at_t = at_p = st = None
             for m in msgs:
-                st = open_.get((m.topic(), m.partition()))
+                p = m.partition()
+                t = m.topic()
+                if p != at_p or t != at_t:
+                    st = open_.get((t, p))
+                    at_t, at_p = t, p
                 if st is None:
                     continue  # prefetched past its range, or an event of a finished partition
                 err = m.error()
@@ -368,6 +376,7 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                                            f"{tp[0]} partition {tp[1]} at offset {st.position}: {err.str()}")
                     if st.position >= st.end:
                         del open_[tp]
+                        at_p = None
                     if reassign:
                         break
                     continue
@@ -375,13 +384,15 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                 if off >= st.end:
                     st.position = st.end
                     del open_[(st.topic, st.partition)]
+                    at_p = None
                     continue
                 st.position = off + 1
                 key = m.key()
                 value = m.value()
                 size = (len(key) if key else 0) + (len(value) if value else 0)
+                nbytes += size
                 ts = m.timestamp()[1]
-                on_delivery = partial(st.deliver, off, ts, size)
+                on_delivery = partial(st.deliver, off, ts)
                 headers = m.headers()
                 try:
                     # positional: topic, value, key, partition, on_delivery, callback, timestamp, headers
@@ -394,6 +405,7 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
                         _raise_produce_error(exc, wspec, st.topic, st.partition, off, st.target, size)
                 if off + 1 >= st.end:
                     del open_[(st.topic, st.partition)]
+                    at_p = None
                 n += 1
                 if n % POLL_EVERY == 0:
                     producer.poll(0)
@@ -405,10 +417,10 @@ def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
     # Wait for every report (also those of a failed request, to name its culprit).
     deadline = time.monotonic() + FLUSH_TIMEOUT_S
     while len(producer) and time.monotonic() < deadline:
-        placements.now_ms = int(time.time() * 1000)
+        placements.tick()
         producer.poll(0.01)
     _finish(placements, producer, wspec)
-    runs = runs_batch(placements.runs)
+    runs = runs_batch(placements.runs, nbytes)
     # (topic, partition, upstream_start, lost, reset_from) of the report rows
     reports = [(t, p, first, count, 0) for t, p, first, count in losses]
     reports += [(t, p, start, 0, before) for t, p, start, before in restarted]

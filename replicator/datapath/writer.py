@@ -121,12 +121,11 @@ class WriterSpec:
 
 
 class _Run:
-    __slots__ = ("topic", "partition", "u0", "d0", "n", "bytes", "max_latency", "min_ts")
+    __slots__ = ("topic", "partition", "u0", "d0", "n", "max_latency", "min_ts")
 
     def __init__(self, topic: str, partition: int, u0: int, d0: int) -> None:
         self.topic, self.partition, self.u0, self.d0 = topic, partition, u0, d0
         self.n = 0
-        self.bytes = 0
         self.max_latency = 0
         self.min_ts = None
 
@@ -137,66 +136,66 @@ _NO_TS = 1 << 62  # above any millisecond timestamp: "no record yet" for a runni
 class _PartitionPlacements:
     """The delivery reports of one source partition's records, folded into runs.
 
-    ``deliver(upstream, ts, size, err, msg)`` is the ``on_delivery`` of one record (bound
-    to it with ``functools.partial``): the record's own upstream offset comes with its own
+    ``deliver(upstream, ts, err, msg)`` is the ``on_delivery`` of one record (bound to it
+    with ``functools.partial``): the record's own upstream offset comes with its own
     report, so reports arriving out of produce order still pair correctly (they merely
     split runs). Per report only the run's next expected (upstream, downstream) pair and
-    three sums are updated; a run's record count follows from where it ended.
+    the oldest timestamp reported since the last ``tick`` are updated; a run's record count
+    follows from where it ended, and its latency from that oldest timestamp: every report
+    between two ticks is handed over at the same acknowledgement time (``now_ms``).
     """
 
-    __slots__ = ("owner", "topic", "partition", "run", "u_next", "d_next", "bytes", "max_latency", "min_ts",
-                 "deliver")
+    __slots__ = ("owner", "topic", "partition", "run", "u_next", "d_next", "oldest", "deliver")
 
     def __init__(self, owner: "_Placements", topic: str, partition: int) -> None:
         self.owner, self.topic, self.partition = owner, topic, partition
         self.run: _Run | None = None
         self.u_next = self.d_next = -1  # no record yet: the first report starts a run
-        self.bytes = self.max_latency = 0
-        self.min_ts = _NO_TS
+        self.oldest = _NO_TS
         self.deliver = self._deliver  # bound once, not per record
 
-    def _deliver(self, upstream: int, ts: int, size: int, err, msg) -> None:
+    def _deliver(self, upstream: int, ts: int, err, msg) -> None:
         if err is not None:
-            self.owner.rejected(err, msg, self.topic, self.partition, upstream, size)
+            self.owner.rejected(err, msg, self.topic, self.partition, upstream)
             return
         downstream = msg.offset()
         if upstream != self.u_next or downstream != self.d_next:
             self._new_run(upstream, downstream)
         self.u_next = upstream + 1
         self.d_next = downstream + 1
-        self.bytes += size
-        if ts < self.min_ts:
-            self.min_ts = ts
-        latency = self.owner.now_ms - ts
-        if latency > self.max_latency:
-            self.max_latency = latency
+        if ts < self.oldest:
+            self.oldest = ts
 
     def _new_run(self, upstream: int, downstream: int) -> None:
         self.close()
         self.run = _Run(self.topic, self.partition, upstream, downstream)
         self.owner.all_runs.append(self.run)
 
-    def close(self) -> None:
-        """Write the running sums into the current run (which stays open for more reports)."""
-        run = self.run
-        if run is None:
+    def fold(self) -> None:
+        """The reports since the last tick into the current run's latency and oldest timestamp."""
+        oldest, run = self.oldest, self.run
+        if oldest == _NO_TS or run is None:
             return
-        run.n = self.u_next - run.u0
-        run.bytes += self.bytes
-        run.max_latency = max(run.max_latency, self.max_latency)
-        if self.min_ts != _NO_TS:
-            run.min_ts = self.min_ts if run.min_ts is None else min(run.min_ts, self.min_ts)
-        self.bytes = self.max_latency = 0
-        self.min_ts = _NO_TS
+        run.max_latency = max(run.max_latency, self.owner.now_ms - oldest)
+        run.min_ts = oldest if run.min_ts is None else min(run.min_ts, oldest)
+        self.oldest = _NO_TS
+
+    def close(self) -> None:
+        """Bring the current run up to date (it stays open for more reports)."""
+        if self.run is not None:
+            self.run.n = self.u_next - self.run.u0
+            self.fold()
 
 
 class _Placements:
     """Turns delivery reports into runs and remembers the first error.
 
     ``callback(record)`` is the ``on_delivery`` of one produced record, ``record`` being
-    (source topic, partition, upstream offset, timestamp, size); ``partition(topic, p)``
-    gives the copy loops a partition's ``deliver`` to bind per record directly. Each report
-    names its own record, so reports arriving out of produce order still pair correctly.
+    (source topic, partition, upstream offset, timestamp); ``partition(topic, p)`` gives the
+    copy loops a partition's ``deliver`` to bind per record directly. Each report names its
+    own record, so reports arriving out of produce order still pair correctly. Bytes are
+    counted by the copy loops as they produce (a task with any failed record fails whole),
+    into ``bytes``.
     """
 
     def __init__(self) -> None:
@@ -204,8 +203,15 @@ class _Placements:
         self.all_runs: list[_Run] = []
         self.error: str | None = None
         self.failed: tuple | None = None
-        # Ack time for latency, refreshed before every poll instead of read per record:
+        self.bytes = 0
+        # Ack time for latency, refreshed (``tick``) before polls instead of read per record:
         # delivery reports are only ever handed over inside poll/flush.
+        self.now_ms = int(time.time() * 1000)
+
+    def tick(self) -> None:
+        """A new acknowledgement time, for the reports the next polls hand over."""
+        for part in self.partitions.values():
+            part.fold()
         self.now_ms = int(time.time() * 1000)
 
     @property
@@ -222,12 +228,14 @@ class _Placements:
         return part
 
     def callback(self, record: tuple):
-        src_topic, src_partition, upstream, ts, size = record
-        return partial(self.partition(src_topic, src_partition).deliver, upstream, ts, size)
+        src_topic, src_partition, upstream, ts = record
+        return partial(self.partition(src_topic, src_partition).deliver, upstream, ts)
 
-    def rejected(self, err, msg, src_topic: str, src_partition: int, upstream: int, size: int) -> None:
+    def rejected(self, err, msg, src_topic: str, src_partition: int, upstream: int) -> None:
         # A rejected produce request fails every record batched with the culprit;
         # for a size rejection, name the largest of them: that is the one to fix.
+        key, value = msg.key(), msg.value()
+        size = (len(key) if key else 0) + (len(value) if value else 0)
         culprit = self.failed
         if culprit is None or (err.code() == _MSG_SIZE_TOO_LARGE and size > culprit[3]):
             self.failed = (err, src_topic, src_partition, size, upstream, msg.topic(), msg.partition())
@@ -352,6 +360,7 @@ def _write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     placements = _Placements()
     producer = _producer(spec)
     callback = placements.callback
+    nbytes = 0
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -370,7 +379,8 @@ def _write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             hdr_list = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
             key, value = keys[i], values[i]
             size = (len(key) if key else 0) + (len(value) if value else 0)
-            on_delivery = callback((src_topic, partition, offsets[i], ts, size))
+            nbytes += size
+            on_delivery = callback((src_topic, partition, offsets[i], ts))
             try:
                 # positional (topic, value, key, partition, on_delivery, callback, timestamp, headers):
                 # confluent-kafka's keyword parsing costs about as much as a small record's produce
@@ -383,7 +393,7 @@ def _write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
                     raise cannot_produce(exc, spec.source_alias, src_topic, partition, offsets[i], spec.target_alias,
                                          target, size) from None
             if i % POLL_EVERY == 0:
-                placements.now_ms = int(time.time() * 1000)
+                placements.tick()
                 producer.poll(0)
                 if placements.error:
                     break
@@ -392,7 +402,7 @@ def _write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
     # Wait for every report (also those of a failed request, to name its culprit).
     deadline = time.monotonic() + FLUSH_TIMEOUT_S
     while len(producer) and time.monotonic() < deadline:
-        placements.now_ms = int(time.time() * 1000)
+        placements.tick()
         producer.poll(0.01)
     remaining = len(producer)
     if placements.error or remaining:
@@ -405,11 +415,12 @@ def _write_partition(spec: WriterSpec, batches) -> "pa.RecordBatch":
             f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {spec.target_alias} "
             f"within {FLUSH_TIMEOUT_S:.0f} s; the batch will be replayed"
         )
-    return runs_batch(placements.runs)
+    return runs_batch(placements.runs, nbytes)
 
 
-def runs_batch(rows) -> "pa.RecordBatch":
-    """The runs of one task as one Arrow batch (RUN_SCHEMA)."""
+def runs_batch(rows, nbytes: int = 0) -> "pa.RecordBatch":
+    """The runs of one task as one Arrow batch (RUN_SCHEMA). ``bytes`` is the task's: on its
+    first row, 0 on the others (the driver adds them up per batch)."""
     return pa.RecordBatch.from_arrays(
         [
             pa.array([r.topic for r in rows], pa.string()),
@@ -417,7 +428,7 @@ def runs_batch(rows) -> "pa.RecordBatch":
             pa.array([r.u0 for r in rows], pa.int64()),
             pa.array([r.d0 for r in rows], pa.int64()),
             pa.array([r.n for r in rows], pa.int64()),
-            pa.array([r.bytes for r in rows], pa.int64()),
+            pa.array([nbytes if i == 0 else 0 for i in range(len(rows))], pa.int64()),
             pa.array([r.max_latency for r in rows], pa.int64()),
             pa.array([r.min_ts if r.min_ts is not None else 0 for r in rows], pa.int64()),
         ],
