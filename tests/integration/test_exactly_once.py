@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from replicator.datapath import eos_writer
 from replicator.datapath.eos_writer import EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.writer import WriterSpec
 from tests.support.kafka import NumberedProducer, create_topic
@@ -199,14 +200,22 @@ def test_progress_write_that_times_out_is_retried_before_the_commit(kafka_cluste
             return super().send_offsets_to_transaction(offsets, metadata, timeout)
 
     monkeypatch.setattr(confluent_kafka, "Producer", SlowCoordinatorOnce)
+    # The writer keeps its progress reader for the next task, as in a Python worker; here the
+    # test's own, closed at the end (one left open would keep reconnecting once the brokers stop).
+    readers: dict = {}
+    monkeypatch.setattr(eos_writer, "_READERS", readers)
     spec = EosWriterSpec(WriterSpec("primary", "dr", (("bootstrap.servers", dr),), ((source_topic, mirror),)),
                          group=f"__sparkmirror-eos-test-{unique}")
     rows = _spark_rows(source_topic, 0, range(10))
-    (first,) = write_partition_eos(spec, [rows])
-    assert SlowCoordinatorOnce.timeouts == 1
-    assert first.column("records").to_pylist() == [10]
-    # Spark replays the batch (the driver died before its commit): nothing is written again.
-    (replay,) = write_partition_eos(spec, [rows])
+    try:
+        (first,) = write_partition_eos(spec, [rows])
+        assert SlowCoordinatorOnce.timeouts == 1
+        assert first.column("records").to_pylist() == [10]
+        # Spark replays the batch (the driver died before its commit): nothing is written again.
+        (replay,) = write_partition_eos(spec, [rows])
+    finally:
+        for reader in readers.values():
+            reader.close()
     assert replay.column("skipped").to_pylist() == [10] and replay.column("records").to_pylist() == [0]
     ids = read_ids(dr, mirror, "read_committed", 10, timeout=120, idle=2)
     assert [v for _p, v in ids] == list(range(10))
