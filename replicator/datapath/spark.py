@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 
 from replicator import artifacts
 from replicator.datapath.cds import java_options as cds_options
@@ -99,11 +101,19 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
             conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
     for k, v in conf.items():
         builder = builder.config(k, v)
+    # PySpark's SparkContext replaces the SIGINT handler with one that cancels every Spark job
+    # and raises KeyboardInterrupt: a Ctrl-C would abandon the running batch (and stop a
+    # real-time query mid-batch) under the replicator's clean stop. The handler there before
+    # is put back.
+    main = threading.current_thread() is threading.main_thread()
+    on_sigint = signal.getsignal(signal.SIGINT) if main else None
     if under_spark_submit():
         spark = builder.getOrCreate()
     else:
         with jvm_in_its_own_session():
             spark = builder.getOrCreate()
+    if on_sigint is not None:
+        signal.signal(signal.SIGINT, on_sigint)
     spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "ERROR"))
     if "SPARKMIRROR_SPARK_LOG_LEVEL" not in os.environ:
         _quiet_fault_loggers(spark)

@@ -6,6 +6,7 @@ no traceback, and nothing lost: a restart on the same checkpoint copies the rest
 from __future__ import annotations
 
 import re
+import signal
 import time
 
 import pytest
@@ -23,25 +24,31 @@ def _batches(log: str) -> list[int]:
     return [int(b) for b in re.findall(r"flow primary->dr batch (\d+): \d+ records", log)]
 
 
-def _sigterm(rep: Replicator, grace: float = GRACE_S, group: bool = False) -> tuple[int | None, float]:
-    """SIGTERM the replicator (``group``: its whole process group); (exit code, seconds it took)."""
+def _sigterm(rep: Replicator, grace: float = GRACE_S, group: bool = False,
+            signum: int = signal.SIGTERM) -> tuple[int | None, float]:
+    """SIGTERM (or ``signum``) the replicator (``group``: its whole process group); (exit code, seconds it took)."""
     signalled = time.monotonic()
-    code = rep.terminate(timeout=grace + 20, group=group)
+    code = rep.terminate(timeout=grace + 20, group=group, signum=signum)
     return code, time.monotonic() - signalled
 
 
-def _assert_clean_stop(log: str, code: int | None, took: float, grace: float = GRACE_S) -> None:
+def _assert_clean_stop(log: str, code: int | None, took: float, grace: float = GRACE_S,
+                       signame: str = "SIGTERM") -> None:
     """Exit 0 within the grace period, no error line or traceback, the summary after the signal."""
     assert code == 0, log[-3000:]
     assert took < grace + 15, f"stopped {took:.1f} s after SIGTERM"
     for bad in (" ERROR ", "Traceback", "Exception", "Py4JNetworkError", "EOFError"):
         assert bad not in log, f"{bad!r} in the log of a normal stop:\n{log[log.index(bad) - 1500:][:3000]}"
-    assert "summary: flow primary->dr:" in log[log.index("received SIGTERM"):]
+    assert f"received {signame}" in log, log[-3000:]
+    assert "summary: flow primary->dr:" in log[log.index(f"received {signame}"):]
 
 
-def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, unique, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, unique, tmp_path, signum):
     """The signal goes to the whole process group, as systemd's default KillMode (control-group)
-    sends it: the Spark JVM and its Python workers must not die under the running batch."""
+    sends SIGTERM and a terminal's Ctrl-C sends SIGINT: the Spark JVM and its Python workers must
+    not die under the running batch, and SIGINT must reach the replicator's own handler (PySpark
+    installs one that cancels every Spark job)."""
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic = f"stop-{unique}"
     create_topic(primary, topic, 4)
@@ -67,13 +74,14 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
                                   rep.metrics_text()).group(1))
         assert 0 < backlog <= RECORDS
         batches_before = len(_batches(rep.log()))
-        code, took = _sigterm(rep, group=True)
+        code, took = _sigterm(rep, group=True, signum=signum)
     finally:
         if rep.running():
             rep.kill9()
     log = rep.log()
-    after_signal = log[log.index("received SIGTERM"):]
-    _assert_clean_stop(log, code, took)
+    signame = signal.Signals(signum).name
+    _assert_clean_stop(log, code, took, signame=signame)
+    after_signal = log[log.index(f"received {signame}"):]
     # at most the batch that was running when the signal came, not a stream of new ones
     assert len(_batches(after_signal)) <= 1, f"{_batches(after_signal)} batches after SIGTERM"
     assert batches_before < RECORDS // 2000, "the catch-up ended before the signal: nothing was tested"

@@ -83,7 +83,7 @@ class Replicator:
             time.sleep(0.5)
         raise AssertionError(f"replicator did not log {text!r} within {timeout}s:\n{self.log()[-3000:]}")
 
-    def terminate(self, timeout: float = 90, group: bool = False) -> int:
+    def terminate(self, timeout: float = 90, group: bool = False, signum: int = signal.SIGTERM) -> int:
         """SIGTERM, as an operator would; returns the exit code. ``group``: to the whole process
         group, as systemd's default KillMode and ``kill -- -PGID`` do (a terminal's Ctrl-C too,
         with SIGINT)."""
@@ -91,9 +91,9 @@ class Replicator:
             return 0
         if self.proc.poll() is None:
             if group:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.proc.pid, signum)
             else:
-                self.proc.send_signal(signal.SIGTERM)
+                self.proc.send_signal(signum)
         try:
             return self.proc.wait(timeout)
         finally:
