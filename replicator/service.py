@@ -25,9 +25,10 @@ start yet is tried again, a failed round is logged and the next one runs. The
 main thread then supervises the queries every half second until the signal.
 
 On SIGTERM / Ctrl-C it stops, in this order: the queries (no new batch is
-planned; the running one finishes within 10 s — a real-time query's, within its
-checkpoint interval plus 2 s when that is longer — or is abandoned and replayed from
-the checkpoint on restart: duplicates, never loss), then every loop, which
+planned; the running one finishes within 10 s or is abandoned and replayed from
+the checkpoint on restart: duplicates, never loss; a real-time query stops at once and
+resumes exactly where the target acknowledged, or on a cluster, where the driver cannot
+read that, waits up to its checkpoint interval plus 2 s for a checkpoint), then every loop, which
 flushes its producers on the way out (heartbeats, checkpoints), then one summary
 line per flow, then Spark; the exit code is 0. The queries stop first, before
 the loops started after them, so that no topic refresh or supervision round
@@ -124,7 +125,9 @@ class ReplicatorService:
         from replicator.datapath import realtime
         from replicator.datapath.flow import stop_grace
 
-        return stop_grace(self.data_path != realtime.MICRO_BATCH)
+        spark = getattr(self.app, "spark", None)
+        local = spark is None or str(spark.sparkContext.master).startswith("local")  # no JVM call: safe in a handler
+        return stop_grace(self.data_path != realtime.MICRO_BATCH, local=local)
 
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):

@@ -43,9 +43,9 @@ def register(sub) -> None:
     p.add_argument("--real-time-checkpoint-interval", type=float, default=None, metavar="SECONDS",
                    help="how often a real-time query checkpoints its source offsets (default 5, the least Spark "
                         "allows). Records are copied as they arrive whatever it is; each checkpoint pauses the "
-                        "copy for a moment, so a longer interval gives a lower tail latency (BENCHMARKS.md), while "
-                        "a kill -9 copies again up to that many seconds of records and a clean stop waits up to "
-                        "that long for the next checkpoint")
+                        "copy for a moment and costs CPU, so a longer interval uses less CPU, while a kill -9 "
+                        "copies again up to that many seconds of records (a clean stop resumes exactly where the "
+                        "target acknowledged; on a cluster it waits up to that long for the next checkpoint)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")

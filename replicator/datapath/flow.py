@@ -45,10 +45,12 @@ log = logging.getLogger("sparkmirror.replicate")
 GRACEFUL_STOP_S = 10.0
 
 
-def stop_grace(real_time: bool) -> float:
-    """The longest a clean stop lets a query's running batch finish: GRACEFUL_STOP_S, or for a
-    real-time query long enough for its next checkpoint to come (realtime.stop_wait_seconds)."""
-    return realtime.stop_wait_seconds(GRACEFUL_STOP_S) if real_time else GRACEFUL_STOP_S
+def stop_grace(real_time: bool, local: bool = True) -> float:
+    """The longest a clean stop lets a query's running batch finish: GRACEFUL_STOP_S. A real-time
+    query in local mode stops at once at its writers' acknowledged positions (its tasks get as
+    long to end); on a cluster, where the driver cannot read those, it waits long enough for its
+    next checkpoint to come (realtime.stop_wait_seconds)."""
+    return realtime.stop_wait_seconds(GRACEFUL_STOP_S) if real_time and not local else GRACEFUL_STOP_S
 
 #: After auto left real time because it could not keep up, micro-batches for at least this long,
 #: doubling with every further fall-back up to the cap (see FlowReplicator.fall_back).
@@ -126,6 +128,7 @@ class FlowReplicator:
         self.path = realtime.Choice(realtime.MICRO_BATCH, "not decided")
         self.copy_tasks: int | None = None  # direct source tasks per batch (default: Spark's parallelism)
         self._counters: realtime.Counters | None = None
+        self._started_at: dict[str, dict[str, int]] = {}  # the running query's startingOffsets
         self._handover_start: dict | None = None
         self._last_rt_batch: int | None = None
         self._rt_batch_started = time.monotonic()  # when the running real-time batch began
@@ -205,11 +208,10 @@ class FlowReplicator:
         return choice
 
     def _backlog_estimate(self) -> int | None:
-        """Records between where the copy resumes (its newest committed batch, else the log start)
-        and the source's end, over the assigned partitions; None when the source cannot say."""
-        last = realtime.read_marker(self.checkpoint_dir).get("path") or realtime.MICRO_BATCH
-        committed = realtime.committed_offsets(realtime.checkpoint_dir(self.checkpoint_dir, last),
-                                               real_time=last == realtime.REAL_TIME) or {}
+        """Records between where the copy resumes (its newest committed batch, else where a stop or
+        a path switch left it, else the log start) and the source's end, over the assigned
+        partitions; None when the source cannot say."""
+        committed = realtime.resume_point(self.checkpoint_dir)
         tps = [(t, p) for t, n in sorted(self.assignment.items()) for p in range(n)]
         try:
             marks = watermarks(self.config, self.flow.source, self.flow, tps)
@@ -243,7 +245,7 @@ class FlowReplicator:
                         "while the source adds %s: catching up in micro-batches (more records per second), "
                         "then real time again once caught up, not before %.0f s from now",
                         self.name, f"{backlog:,}", seconds, f"{copy_rate:,.0f}", f"{source_rate:,.0f}", hold)
-            self._stop_query()  # right after its checkpoint: the micro-batches start where it ended
+            self._stop_query()  # the micro-batches start where the real-time writers got to (a checkpoint on a cluster)
             self.catching_up_first = True
             self.path = realtime.Choice(realtime.MICRO_BATCH, "real time could not keep up: catching up in "
                                         "micro-batches first")
@@ -441,12 +443,14 @@ class FlowReplicator:
     def _spark_kafka_source(self, ckpt: Path | None = None):
         assign = json.dumps({t: list(range(n)) for t, n in self.assignment.items()})
         reader = self.spark.readStream.format("kafka")
+        starting = self._starting_offsets(ckpt or self.checkpoint_dir)
+        self._started_at = realtime.parse_starting_offsets(starting)
         for k, v in self._source_options.items():
             reader = reader.option(k, v)
         reader = (
             reader.option("assign", assign)
             # MM2's or an earlier run's progress when there is no Spark checkpoint yet (takeover)
-            .option("startingOffsets", self._starting_offsets(ckpt or self.checkpoint_dir))
+            .option("startingOffsets", starting)
             .option("includeHeaders", "true")
             # Spark's data-loss check trips on legitimate offset gaps (compaction,
             # transaction markers); sparkmirror detects loss itself (see monitor).
@@ -463,7 +467,9 @@ class FlowReplicator:
     def _stop_query(self) -> None:
         self.stopping = True
         q, self.query = self.query, None
-        if q is not None:
+        if q is not None and self.realtime and self._counters is not None and self._counters.available:
+            self._stop_realtime_at_acknowledged(q)
+        elif q is not None:
             # Prefer stopping between batches: a stop mid-batch abandons the batch (it is
             # replayed later, so duplicates) and makes Spark log the interruption as an error.
             # The direct source sees the flag and plans no new batch, so the running one is
@@ -471,7 +477,7 @@ class FlowReplicator:
             # A real-time query's tasks never end by themselves: it is stopped right after a
             # batch boundary, so that what the next start copies again is a few milliseconds' worth.
             self._stop_flag.touch()
-            grace = stop_grace(self.realtime)
+            grace = stop_grace(self.realtime, local=False)
             deadline = time.monotonic() + grace
             rt_batch = _progress_batch(q) if self.realtime else None
             at_boundary = False
@@ -522,6 +528,62 @@ class FlowReplicator:
             if self._counters is not None:
                 self._poll_realtime()
                 self._counters.reset()
+
+    def _stop_realtime_at_acknowledged(self, q) -> None:
+        """Stop a real-time query now and have it resume exactly where the target acknowledged.
+
+        The writers run in this JVM (local mode) and know, from their delivery reports, the offset
+        before which every record of each partition is on the target. Once the query's tasks have
+        ended and the producers are flushed, that is final: the flow's next start resumes there
+        (``realtime.restart_from``), so a stop neither waits for a checkpoint nor copies anything
+        twice. If the tasks do not end or a flush fails, the query resumes from its checkpoint
+        instead (duplicates, never loss).
+        """
+        from replicator.datapath.spark import quiet_stop_noise
+
+        started = time.monotonic()
+        quiet_stop_noise(self.spark, True)
+        run_id = None
+        try:
+            run_id = str(q.runId)
+        except Exception:
+            pass
+        try:
+            q.stop()
+        except Exception as exc:
+            log.debug("flow %s: stop: %s", self.name, exc)
+        problem = self._resume_at_acknowledged(run_id)
+        if not self._closed:
+            quiet_stop_noise(self.spark, False)
+        if problem is None:
+            log.info("flow %s: real-time query stopped in %.1f s; it resumes where the target acknowledged every "
+                     "record, so nothing is copied twice", self.name, time.monotonic() - started)
+        else:
+            log.info("flow %s: real-time query stopped; %s, so it resumes from its checkpoint: the records copied "
+                     "since are copied again (duplicates, never loss)", self.name, problem)
+        self._poll_realtime()
+        self._counters.reset()
+
+    def _resume_at_acknowledged(self, run_id: str | None) -> str | None:
+        """Once the real-time query ``run_id`` (stopped or failed) has no task left, have the flow
+        resume at its writers' acknowledged positions; returns why that could not be done, or None."""
+        from replicator.datapath.spark import wait_jobs_done
+
+        if not run_id:
+            return "its run id is unknown"
+        try:  # a stopped query's real-time tasks would otherwise read on to the end of their batch
+            self.spark.sparkContext.cancelJobGroup(run_id)
+        except Exception as exc:
+            log.debug("flow %s: cancelling the tasks of %s: %s", self.name, run_id, exc)
+        if not wait_jobs_done(self.spark, run_id, GRACEFUL_STOP_S):
+            return f"its tasks did not end within {GRACEFUL_STOP_S:.0f} s"
+        problem = self._counters.flush_all()
+        if problem is not None:
+            return problem
+        ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        resume = realtime.resume_after_stop(realtime.resume_base(ckpt, self._started_at), self._counters.positions())
+        realtime.restart_from(self.checkpoint_dir, realtime.REAL_TIME, resume)
+        return None
 
     def close(self) -> None:
         """Stop the query for good (the run is stopping): a topic refresh or the supervisor that
@@ -580,11 +642,23 @@ class FlowReplicator:
                                        hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
             self.query = None
             self.failure = msg
+            if self.realtime and self._counters is not None and self._counters.available:
+                run_id = None
+                try:
+                    run_id = str(q.runId)
+                except Exception:
+                    pass
+                problem = self._resume_at_acknowledged(run_id)
+                if problem is not None:
+                    log.info("flow %s: %s; the restart replays from the checkpoint", self.name, problem)
+                resume = ("restarting where the target acknowledged every record" if problem is None
+                          else "the failed batch was not committed, restarting from the checkpoint")
+            else:
+                resume = "the failed batch was not committed, restarting from the checkpoint"
             self._restart_at = time.monotonic() + self._restart_delay
             down = self._unreachable_clusters() or self._short_of_replicas()
-            log.warning("flow %s: the streaming query failed: %s;%s the failed batch was not committed, restarting "
-                        "from the checkpoint in %.0f s", self.name, msg,
-                        f" waiting: {', '.join(down)};" if down else "", self._restart_delay)
+            log.warning("flow %s: the streaming query failed: %s;%s %s in %.0f s", self.name, msg,
+                        f" waiting: {', '.join(down)};" if down else "", resume, self._restart_delay)
 
     def _poll_realtime(self) -> None:
         """Fold what the real-time writers copied since the last look into the stats and metrics.

@@ -183,6 +183,23 @@ def _offset_entry(entry: Path) -> dict[str, dict[str, int]] | None:
     return None
 
 
+def resume_base(ckpt: Path, started: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The offsets a real-time query has surely copied up to, before its writers' positions are
+    laid over them: its newest committed batch's, else its first batch's start (a checkpoint
+    restarts there whatever startingOffsets says), else where this run started it."""
+    committed = committed_offsets(ckpt, real_time=True)
+    if committed is not None:
+        return committed
+    offsets = ckpt / "offsets"
+    if offsets.is_dir():
+        first = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+        if first:
+            entry = _offset_entry(offsets / str(first[0]))
+            if entry is not None:
+                return entry
+    return started
+
+
 def has_batches(ckpt: Path) -> bool:
     offsets = ckpt / "offsets"
     return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
@@ -194,6 +211,19 @@ def restart_from(flow_dir: Path, path: str, start: dict[str, dict[str, int]]) ->
     own = checkpoint_dir(flow_dir, path)
     if own.exists():
         shutil.rmtree(own)
+
+
+def resume_point(flow_dir: Path) -> dict[str, dict[str, int]]:
+    """Where the flow's next start resumes, as far as its checkpoints say: the newest committed
+    batch of the path that ran last, else the start written down when it stopped or switched
+    paths (``restart_from``); {} when neither says (a new flow)."""
+    marker = read_marker(flow_dir)
+    last = marker.get("path") or MICRO_BATCH
+    committed = committed_offsets(checkpoint_dir(flow_dir, last), real_time=last == REAL_TIME)
+    if committed is not None:
+        return committed
+    start = marker.get("start")
+    return start if isinstance(start, dict) else {}
 
 
 def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, dict[str, int]] | None:
@@ -226,6 +256,34 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
         log.info("flow %s: switching from the %s path to the %s path%s", flow_name, last, path,
                  " at the source offsets of its newest committed batch" if start else "")
     return start or None
+
+
+def parse_starting_offsets(text: str | None) -> dict[str, dict[str, int]]:
+    """A ``startingOffsets`` JSON (as ``starting_offsets_json`` writes it) as offsets; {} for
+    anything else ("earliest", "latest", None): every partition then starts where the query did."""
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {t: {str(p): int(o) for p, o in per.items()} for t, per in data.items() if isinstance(per, dict)}
+
+
+def resume_after_stop(base: dict[str, dict[str, int]], acknowledged: dict[tuple[str, int], int]
+                      ) -> dict[str, dict[str, int]]:
+    """Where a stopped real-time query resumes: each partition at the offset before which the
+    target acknowledged every record (``acknowledged``, from the writers' delivery reports), and
+    a partition without any at ``base``: the newest committed batch's offsets, or where the query
+    started when none committed (-2/-1 there: earliest/latest, as Spark's startingOffsets).
+    Never before ``base``: what was committed stays copied."""
+    out = {t: dict(per) for t, per in base.items()}
+    for (topic, p), nxt in acknowledged.items():
+        per = out.setdefault(topic, {})
+        was = per.get(str(p))
+        if was is None or was < 0 or nxt > was:
+            per[str(p)] = int(nxt)
+    return out
 
 
 def adjust_resume(resume: dict[str, dict[str, int]], marks: dict[tuple[str, int], tuple[int, int]]):
@@ -403,6 +461,22 @@ class Counters:
             topic, p, nxt = line.split("\t")
             out[(topic, int(p))] = int(nxt)
         return out
+
+    @property
+    def available(self) -> bool:
+        """Whether the writers share this JVM (local mode), so that their positions can be read."""
+        return self._cls is not None
+
+    def flush_all(self) -> str | None:
+        """Wait until every record the writers in this JVM were given is acknowledged or failed;
+        returns why it could not be done (an offset-sync that failed, the JVM call), or None."""
+        if self._cls is None:
+            return "the writers do not run in the driver's JVM"
+        try:
+            failure = self._cls.flushAll()
+        except Exception as exc:
+            return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return None if failure is None else str(failure)
 
     def reset(self) -> None:
         if self._cls is not None:

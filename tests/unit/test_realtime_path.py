@@ -180,3 +180,55 @@ def test_checkpoint_interval_below_sparks_minimum_is_a_usage_error(monkeypatch, 
         _set_checkpoint_interval(seconds)
     assert info.value.exit_code == 2 and "--real-time-checkpoint-interval" in str(info.value)
     assert realtime.REALTIME_BATCH == before
+
+
+def test_a_stopped_query_resumes_at_the_acknowledged_positions_over_its_checkpoint(tmp_path):
+    """Partitions the writers copied resume after their last acknowledged record; the others
+    where the newest committed batch ended; nothing before what was committed."""
+    ckpt = tmp_path / "rt"
+    _batch(ckpt, 4, {"t": {"0": 100, "1": 7, "2": 30}})
+    _batch(ckpt, 5, {"t": {"0": 180, "1": 9, "2": 30}}, committed=False)
+    base = realtime.resume_base(ckpt, started={"t": {"0": 0, "1": 0, "2": 0}})
+    assert base == {"t": {"0": 180, "1": 9, "2": 30}}
+    acknowledged = {("t", 0): 412, ("t", 1): 5, ("u", 0): 3}  # t/1: an older copy (a retried task): not behind
+    assert realtime.resume_after_stop(base, acknowledged) == {"t": {"0": 412, "1": 9, "2": 30}, "u": {"0": 3}}
+    assert base == {"t": {"0": 180, "1": 9, "2": 30}}, "the base is not changed"
+
+
+def test_without_a_committed_batch_the_resume_base_is_the_first_batch_start_or_the_query_start(tmp_path):
+    ckpt = tmp_path / "rt"
+    started = {"t": {"0": -2, "1": 40}}
+    assert realtime.resume_base(ckpt, started) == started  # no checkpoint yet
+    _batch(ckpt, 0, {"t": {"0": 0, "1": 35}}, committed=False)  # an older run's first batch: Spark restarts there
+    assert realtime.resume_base(ckpt, started) == {"t": {"0": 0, "1": 35}}
+    # an earliest (-2) start is overridden by what was acknowledged, and stays for the rest
+    assert realtime.resume_after_stop(started, {("t", 0): 17}) == {"t": {"0": 17, "1": 40}}
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ('{"t": {"0": 5, "1": -2}}', {"t": {"0": 5, "1": -2}}),
+    ("earliest", {}), ("latest", {}), (None, {}), ("[1, 2]", {}),
+])
+def test_starting_offsets_are_read_back_from_sparks_json(text, parsed):
+    assert realtime.parse_starting_offsets(text) == parsed
+
+
+def test_a_stop_waits_for_a_checkpoint_only_where_the_driver_cannot_read_the_writers(monkeypatch):
+    from replicator.datapath.flow import GRACEFUL_STOP_S, stop_grace
+
+    monkeypatch.setattr(realtime, "REALTIME_BATCH", "60 seconds")
+    assert stop_grace(real_time=True, local=True) == GRACEFUL_STOP_S
+    assert stop_grace(real_time=True, local=False) == 62.0
+    assert stop_grace(real_time=False, local=False) == GRACEFUL_STOP_S
+
+
+def test_the_resume_point_after_a_stop_is_the_start_written_down(tmp_path):
+    """A real-time query stopped at its acknowledged positions has no checkpoint left: the backlog
+    estimate of the next start counts from the start written down, not from the log start."""
+    flow_dir = tmp_path / "a-to-b"
+    assert realtime.resume_point(flow_dir) == {}
+    realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
+    _batch(realtime.checkpoint_dir(flow_dir, REAL_TIME), 4, {"t": {"0": 100}})
+    assert realtime.resume_point(flow_dir) == {"t": {"0": 100}}
+    realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 23_186}})
+    assert realtime.resume_point(flow_dir) == {"t": {"0": 23_186}}

@@ -1,5 +1,5 @@
 """The real-time writer (Java) emits exactly the offset-syncs the Python OffsetSyncEmitter does,
-and measures a record as the broker does.
+measures a record as the broker does, and knows where its copy has got to.
 
 Both implement MM2's emission rule; this feeds the same delivery reports — consecutive runs,
 upstream gaps (compaction, transaction markers), a downstream rewind (a replayed batch),
@@ -21,7 +21,7 @@ from replicator.datapath import jvmwriter
 from replicator.model.offsets import OffsetSyncEmitter
 
 JVM_SUPPORT = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror"
-HARNESSES = [JVM_SUPPORT / "EmitterHarness.java", JVM_SUPPORT / "SizeHarness.java"]
+HARNESSES = [JVM_SUPPORT / "EmitterHarness.java", JVM_SUPPORT / "SizeHarness.java", JVM_SUPPORT / "PositionHarness.java"]
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,19 @@ def test_the_writers_size_check_is_the_size_on_the_wire(harness_classpath):
     # The allocation-free pre-check that decides whether to measure at all never says no to
     # a record that would surpass a limit one byte under its size.
     assert [bound for _, _, bound in rows] == [1] * len(rows)
+
+
+def test_the_writers_position_never_passes_a_record_the_target_did_not_take(harness_classpath):
+    """A stopped query resumes at this position: every record before it is on the target. A
+    failed record holds it back whatever was acknowledged after it, until a retried task copies
+    that record after all (reports come in order, so the ones between were copied too)."""
+    steps = [("ok 0", 1), ("ok 1", 2), ("ok 2", 3),
+             ("fail 3", 3), ("ok 4", 3), ("ok 5", 3),
+             ("ok 3", 6),                               # the retried task copied 3: all up to 5 are there
+             ("fail 6", 6), ("ok 7", 6), ("fail 9", 6), ("ok 10", 6),
+             ("ok 6", 9),                               # 6 copied after all; 9 still failed
+             ("ok 8", 9), ("ok 9", 11)]                 # the retry got 9 through too
+    proc = subprocess.run(["java", "-cp", harness_classpath, "sparkmirror.PositionHarness"],
+                          input="\n".join(line for line, _ in steps) + "\n", capture_output=True, text=True,
+                          check=True)
+    assert [int(v) for v in proc.stdout.split()] == [want for _, want in steps]

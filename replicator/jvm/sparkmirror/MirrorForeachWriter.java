@@ -145,17 +145,38 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         }
     }
 
-    /** "topic\tpartition\tnext offset" lines: where each partition's copy has got to (acknowledged). */
+    /**
+     * "topic\tpartition\tnext offset" lines: where each partition's copy has got to, i.e. every
+     * record before that offset was acknowledged by the target. A partition with a failed record
+     * stops before it, whatever was acknowledged after it.
+     */
     public static String positions(String flow) {
         StringBuilder sb = new StringBuilder();
         String prefix = flow + "\u0000";
         for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
             if (!e.getKey().startsWith(prefix)) continue;
             PartitionState s = e.getValue();
-            long next = s.ackedUpstream + 1;
+            long next = s.next();
             if (next > 0) sb.append(s.topic).append('\t').append(s.partition).append('\t').append(next).append('\n');
         }
         return sb.toString();
+    }
+
+    /**
+     * Sends every pending offset-sync and waits until each producer of this JVM has every record
+     * it was given acknowledged or failed: after a query's tasks ended, {@link #positions} is then
+     * final. Returns the first offset-sync failure, or null.
+     */
+    public static String flushAll() {
+        flushAllPending();
+        for (Producer<byte[], byte[]> p : PRODUCERS.values()) {
+            p.flush();
+        }
+        for (PartitionState s : STATES.values()) {
+            String f = s.failure;
+            if (f != null) return f;
+        }
+        return null;
     }
 
     /** Forget a flow's partition states (its query starts over from a checkpoint). */
@@ -178,6 +199,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         final long offsetLagMax;
         final long[] counters;
         volatile long ackedUpstream = -1; // newest offset acknowledged by the target
+        // offsets the target did not take (and no retried task copied since): rare, so a small set
+        private final java.util.TreeSet<Long> failedUpstream = new java.util.TreeSet<>();
         boolean started;
         long previousUpstream;
         long previousDownstream;
@@ -198,6 +221,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
 
         synchronized void delivered(long upstream, long downstream) {
             if (upstream > ackedUpstream) ackedUpstream = upstream;
+            // a retried task copied a failed record after all (reports come in order: all before it too)
+            if (!failedUpstream.isEmpty()) failedUpstream.remove(upstream);
             if (syncs == null) return;
             boolean sendNow;
             if (!started) {
@@ -221,6 +246,15 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
                 pendingUpstream = upstream;
                 pendingDownstream = downstream;
             }
+        }
+
+        /** The offset before which every record of this partition was acknowledged (0: none yet). */
+        synchronized long next() {
+            return failedUpstream.isEmpty() ? ackedUpstream + 1 : Math.min(ackedUpstream + 1, failedUpstream.first());
+        }
+
+        synchronized void failed(long upstream) {
+            failedUpstream.add(upstream);
         }
 
         synchronized void flushPending() {
@@ -369,6 +403,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
                                 + " rejected a record: " + e + " (source topic " + topic + " partition " + partition
                                 + " offset " + offset + " -> target topic " + target + " partition " + partition + ")";
                         failure.compareAndSet(null, message);
+                        state.failed(offset);
                         if (isPermanent(e)) PERMANENT.putIfAbsent(flow, message);
                     } else {
                         state.delivered(offset, md.offset());
