@@ -89,6 +89,14 @@ def summarize_spark_error(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def _run_id(query) -> str | None:
+    """A streaming query's run id (its Spark job group), or None when the JVM cannot say."""
+    try:
+        return str(query.runId)
+    except Exception:
+        return None
+
+
 def _progress_batch(query) -> int | None:
     try:
         progress = query.lastProgress
@@ -508,10 +516,7 @@ class FlowReplicator:
                 from replicator.datapath.spark import quiet_stop_noise
 
                 quiet_stop_noise(self.spark, True)
-                try:
-                    run_id = str(q.runId)
-                except Exception:
-                    pass
+                run_id = _run_id(q)
             try:
                 q.stop()
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed
@@ -543,11 +548,7 @@ class FlowReplicator:
 
         started = time.monotonic()
         quiet_stop_noise(self.spark, True)
-        run_id = None
-        try:
-            run_id = str(q.runId)
-        except Exception:
-            pass
+        run_id = _run_id(q)
         try:
             q.stop()
         except Exception as exc:
@@ -643,12 +644,7 @@ class FlowReplicator:
             self.query = None
             self.failure = msg
             if self.realtime and self._counters is not None and self._counters.available:
-                run_id = None
-                try:
-                    run_id = str(q.runId)
-                except Exception:
-                    pass
-                problem = self._resume_at_acknowledged(run_id)
+                problem = self._resume_at_acknowledged(_run_id(q))
                 if problem is not None:
                     log.info("flow %s: %s; the restart replays from the checkpoint", self.name, problem)
                 resume = ("restarting where the target acknowledged every record" if problem is None
