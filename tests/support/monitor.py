@@ -86,7 +86,8 @@ class RunningMonitor:
             if value:
                 return value
             time.sleep(interval)
-        raise AssertionError(f"timed out waiting for {what}; last status: {json.dumps(last, indent=1)[:4000]}")
+        raise AssertionError(f"timed out waiting for {what}; {status_digest(last)}\n"
+                             f"last status: {json.dumps(last, indent=1)[:4000]}")
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.service.stop(), self.loop).result(60)
@@ -99,6 +100,23 @@ class RunningMonitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def status_digest(status: dict | None) -> str:
+    """What a failed wait needs first: each flow's status and reasons, and every partition that is
+    not OK with its lag, position basis and reasons (the JSON after it is cut at 4,000 characters)."""
+    if not status:
+        return "no status"
+    lines = []
+    for flow in status.get("flows", []):
+        lines.append(f"flow {flow.get('name')}: {flow.get('status')} {flow.get('reasons')}")
+        for p in flow.get("partitions", []):
+            if p.get("status") != "OK":
+                lines.append(f"  {p.get('topic')}-{p.get('partition')}: {p.get('status')} lag {p.get('lag_records')} "
+                             f"records / {p.get('lag_seconds')} s, position {p.get('position')} "
+                             f"({p.get('position_basis')}), source {p.get('source_start')}..{p.get('source_end')}, "
+                             f"target end {p.get('target_end')}: {p.get('reasons')}")
+    return "\n".join(lines)
 
 
 def parse_metrics(body: bytes) -> dict[tuple[str, frozenset], float]:
