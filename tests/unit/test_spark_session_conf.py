@@ -8,21 +8,27 @@ from pathlib import Path
 from replicator.datapath import spark
 
 
-def test_the_checkpoint_file_manager_is_a_class_of_the_pinned_spark():
+def test_the_checkpoint_file_managers_are_classes_of_the_pinned_spark_and_of_the_writer_jar():
     """A Spark upgrade that moves or drops the class would fail every query's start."""
     import pyspark
 
-    key, cls = spark.CHECKPOINT_FILE_MANAGER
+    from replicator.datapath import jvmwriter
+
+    assert spark.CHECKPOINT_FILE_MANAGER_KEY == "spark.sql.streaming.checkpointFileManagerClass"
     jars = list((Path(pyspark.__file__).resolve().parent / "jars").glob("spark-sql_2.13-*.jar"))
     assert jars, "pyspark's spark-sql jar not found"
     with zipfile.ZipFile(jars[0]) as jar:
-        assert cls.replace(".", "/") + ".class" in jar.namelist()
-    assert key == "spark.sql.streaming.checkpointFileManagerClass"
+        assert spark.SPARK_CHECKPOINT_FILE_MANAGER.replace(".", "/") + ".class" in jar.namelist()
+    with zipfile.ZipFile(jvmwriter.ensure_jar()) as jar:
+        assert spark.LOCAL_CHECKPOINT_FILE_MANAGER.replace(".", "/") + ".class" in jar.namelist()
 
 
 def test_the_session_writes_checkpoints_through_the_file_system_api_unless_told_otherwise():
-    key, cls = spark.CHECKPOINT_FILE_MANAGER
-    assert spark.session_conf({})[key] == cls
+    key = spark.CHECKPOINT_FILE_MANAGER_KEY
+    assert spark.session_conf({})[key] == spark.SPARK_CHECKPOINT_FILE_MANAGER, \
+        "without the writer jar on the classpath sparkmirror's class cannot be loaded"
+    assert spark.session_conf({}, writer_jar=True)[key] == spark.LOCAL_CHECKPOINT_FILE_MANAGER
     mine = {key: "org.example.MyManager", "spark.executor.cores": "2"}
     assert spark.session_conf(mine) == mine
+    assert spark.session_conf(mine, writer_jar=True) == mine
     assert mine == {key: "org.example.MyManager", "spark.executor.cores": "2"}, "the caller's dict is not changed"
