@@ -40,10 +40,10 @@ Systems:
   (`local[*,4]`).
 - **sparkmirror-realtime** (when measured): `--data-path real-time`, real time
   from the start, a backlog included.
-- **sparkmirror-cp30** (when measured): the default with
-  `--real-time-checkpoint-interval 30`: a real-time query checkpoints every 30 s
-  instead of 5 s (each checkpoint pauses the copy for a moment; a kill -9 replays
-  up to 30 s).
+- **sparkmirror-cp10, -cp15, -cp30** (when measured): the default with
+  `--real-time-checkpoint-interval 10`, `15` or `30`: a real-time query
+  checkpoints every 10, 15 or 30 s instead of 5 s (each checkpoint pauses the copy
+  for a moment; a kill -9 replays up to the interval).
 - **sparkmirror-kafka**: the same with `--source kafka` (Spark's
   spark-sql-kafka-0-10 source feeding the writer through Arrow), the path
   exactly-once flows run on.
@@ -188,7 +188,8 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
                        f"{f('peak_rss_mb')} |")
         if "sparkmirror" in by and not first.get("target_rate"):
             ratios = [f"sparkmirror/{p} = {by['sparkmirror']['records_per_s'] / by[p]['records_per_s']:.2f}x"
-                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-realtime", "sparkmirror-cp30", "sparkmirror-baseline",
+                      for p in ("mm2", "raw", "sparkmirror-microbatch", "sparkmirror-realtime", "sparkmirror-cp10",
+                                "sparkmirror-cp15", "sparkmirror-cp30", "sparkmirror-baseline",
                                 "sparkmirror-java", "sparkmirror-kafka", "sparkmirror-eos")
                       if p in by and by[p]["records_per_s"]]
             if ratios:

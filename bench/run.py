@@ -214,7 +214,10 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     # real time from the start, a backlog included (--data-path real-time)
     "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "real-time"], {}),
-    # the default with a 30-s real-time checkpoint interval instead of 5 s: fewer batch boundaries
+    # the default with a 10-, 15- or 30-s real-time checkpoint interval instead of 5 s: fewer batch
+    # boundaries
+    "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
+    "sparkmirror-cp15": (("smf", "drf"), ["--real-time-checkpoint-interval", "15"], {}),
     "sparkmirror-cp30": (("smc", "drc"), ["--real-time-checkpoint-interval", "30"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
