@@ -53,6 +53,7 @@ def test_checkpoint_entries_get_hadoops_files_and_modes_without_a_child_process(
     assert lines["content"] == 'v1|{"a":1}'
     assert lines["crc"] == "true"                  # still the checksummed file system
     assert lines["files"] == ".0.crc,0", "the temp file and its checksum were renamed, nothing left over"
+    assert lines["failure"] == "IOException", "Spark sees Hadoop's own exception, as from its own manager"
     assert lines["private"] == "rwxr-x---"         # mkdirs with 0750
     assert lines["other"] == "rw-r-----"           # create with 0640
     assert lines["exec"] == "rwx--x--x"            # setPermission 0711

@@ -1,7 +1,6 @@
 package sparkmirror;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
@@ -26,7 +25,7 @@ public class LocalCheckpointFileManager extends FileSystemBasedCheckpointFileMan
             try {
                 local.initialize(fs().getUri(), conf);
             } catch (IOException e) {
-                throw new UncheckedIOException(e);
+                throw rethrow(e);
             }
         } else {
             local = null;
@@ -42,7 +41,7 @@ public class LocalCheckpointFileManager extends FileSystemBasedCheckpointFileMan
         try {
             local.mkdirs(path, FsPermission.getDirDefault()); // what Spark's manager asks for
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw rethrow(e);
         }
     }
 
@@ -52,7 +51,17 @@ public class LocalCheckpointFileManager extends FileSystemBasedCheckpointFileMan
         try {
             return local.create(path, true);
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw rethrow(e);
         }
+    }
+
+    /**
+     * Throws {@code e} itself: the Scala methods overridden here declare no exceptions, and
+     * their callers in Spark see the IOException Hadoop threw (as from Spark's own manager),
+     * not a wrapper around it.
+     */
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> RuntimeException rethrow(Throwable e) throws E {
+        throw (E) e;
     }
 }

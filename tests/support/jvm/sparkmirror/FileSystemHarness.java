@@ -15,7 +15,8 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * manager class args[0], under the directory args[1]: {@code mkdirs}, {@code createAtomic},
  * write, close. With args[2] = "modes" it also creates a directory and files with explicit
  * modes through {@link NioLocalFileSystem}. Prints each file's mode as the OS sees it, the
- * entry's content and whether its {@code .crc} exists, one line each.
+ * entry's content, whether its {@code .crc} exists, what a write under a regular file throws
+ * and the entries left in the log's directory, one line each.
  */
 public class FileSystemHarness {
     public static void main(String[] args) throws Exception {
@@ -53,6 +54,14 @@ public class FileSystemHarness {
             System.out.println("content " + new String(in.readAllBytes(), "UTF-8").replace('\n', '|'));
         }
         System.out.println("crc " + Files.exists(Paths.get(args[1], "offsets", ".0.crc")));
+        Path blocked = new Path(dir, "blocked");
+        manager.createAtomic(blocked, false).close();
+        try {
+            manager.createAtomic(new Path(blocked, "0"), false).close(); // its parent is a file
+            System.out.println("failure none");
+        } catch (Throwable e) {
+            System.out.println("failure " + (e instanceof java.io.IOException ? "IOException" : e.getClass().getName()));
+        }
         try (java.util.stream.Stream<java.nio.file.Path> left = Files.list(Paths.get(args[1], "offsets"))) {
             System.out.println("files " + left.map(p -> p.getFileName().toString()).sorted()
                     .collect(java.util.stream.Collectors.joining(",")));
