@@ -12,28 +12,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from replicator import artifacts
-from replicator.datapath import jvmwriter, spark
-
-HARNESS = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror" / "FileSystemHarness.java"
-
+from replicator.datapath import spark
+from tests.support.jvm_harness import compile_harnesses
 
 @pytest.fixture(scope="module")
 def classpath():
-    try:
-        jar = jvmwriter.ensure_jar()
-    except jvmwriter.Unavailable as exc:
-        pytest.fail(f"the writer jar cannot be built here: {exc}")
-    cp = ":".join([str(jar), str(artifacts.ensure(artifacts.SPARK_KAFKA).directory / "*"),
-                   str(jvmwriter._pyspark_jars() / "*")])
-    out = Path(tempfile.mkdtemp(prefix="fs-harness-"))
-    subprocess.run([jvmwriter._javac(), "-nowarn", "-d", str(out), "-cp", cp, str(HARNESS)], check=True)
-    return f"{out}:{cp}"
+    return compile_harnesses("FileSystemHarness")
 
 
 def _run(classpath: str, manager: str, where: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import random
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from replicator import artifacts
-from replicator.datapath import jvmwriter
 from replicator.model.offsets import OffsetSyncEmitter
-
-JVM_SUPPORT = Path(__file__).resolve().parents[1] / "support" / "jvm" / "sparkmirror"
-HARNESSES = [JVM_SUPPORT / "EmitterHarness.java", JVM_SUPPORT / "SizeHarness.java", JVM_SUPPORT / "PositionHarness.java"]
-
+from tests.support.jvm_harness import compile_harnesses
 
 @pytest.fixture(scope="module")
 def harness_classpath():
-    try:
-        jar = jvmwriter.ensure_jar()
-    except jvmwriter.Unavailable as exc:
-        pytest.fail(f"the real-time writer cannot be built here: {exc}")
-    cp = ":".join([str(jar), str(artifacts.ensure(artifacts.SPARK_KAFKA).directory / "*"),
-                   str(jvmwriter._pyspark_jars() / "*")])
-    out = Path(tempfile.mkdtemp(prefix="emitter-harness-"))
-    subprocess.run([jvmwriter._javac(), "-nowarn", "-d", str(out), "-cp", cp, *map(str, HARNESSES)], check=True)
-    return f"{out}:{cp}"
+    return compile_harnesses("EmitterHarness", "SizeHarness", "PositionHarness")
 
 
 def _workload(rng: random.Random, n: int) -> list[str]:
