@@ -578,7 +578,7 @@ class FlowReplicator:
             log.debug("flow %s: cancelling the tasks of %s: %s", self.name, run_id, exc)
         if not wait_jobs_done(self.spark, run_id, GRACEFUL_STOP_S):
             return f"its tasks did not end within {GRACEFUL_STOP_S:.0f} s"
-        problem = self._counters.flush_all()
+        problem = self._counters.flush_all(GRACEFUL_STOP_S)
         if problem is not None:
             return problem
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)

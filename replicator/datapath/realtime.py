@@ -467,13 +467,14 @@ class Counters:
         """Whether the writers share this JVM (local mode), so that their positions can be read."""
         return self._cls is not None
 
-    def flush_all(self) -> str | None:
-        """Wait until every record the writers in this JVM were given is acknowledged or failed;
-        returns why it could not be done (an offset-sync that failed, the JVM call), or None."""
+    def flush_all(self, timeout_s: float) -> str | None:
+        """Wait, at most ``timeout_s``, until every record the writers in this JVM were given is
+        acknowledged or failed; returns why it could not be done (the time ran out, an offset-sync
+        that failed, the JVM call), or None."""
         if self._cls is None:
             return "the writers do not run in the driver's JVM"
         try:
-            failure = self._cls.flushAll()
+            failure = self._cls.flushAll(int(timeout_s * 1000))
         except Exception as exc:
             return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         return None if failure is None else str(failure)

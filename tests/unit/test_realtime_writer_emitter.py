@@ -19,7 +19,7 @@ from tests.support.jvm_harness import compile_harnesses
 
 @pytest.fixture(scope="module")
 def harness_classpath():
-    return compile_harnesses("EmitterHarness", "SizeHarness", "PositionHarness")
+    return compile_harnesses("EmitterHarness", "SizeHarness", "PositionHarness", "FlushHarness")
 
 
 def _workload(rng: random.Random, n: int) -> list[str]:
@@ -100,3 +100,17 @@ def test_the_writers_position_never_passes_a_record_the_target_did_not_take(harn
                           input="\n".join(line for line, _ in steps) + "\n", capture_output=True, text=True,
                           check=True)
     assert [int(v) for v in proc.stdout.split()] == [want for _, want in steps]
+
+
+def test_a_flush_waits_no_longer_than_it_is_given(harness_classpath):
+    """A stop flushes the writers' producers before it takes their positions. Records to an
+    unreachable target (a Ctrl-C that also stopped the brokers) would hold a producer's flush for
+    its delivery timeout, 2 minutes by default: the stop gives up after its bound instead, says
+    why, and resumes from the checkpoint."""
+    proc = subprocess.run(["java", "-cp", harness_classpath, "sparkmirror.FlushHarness"], capture_output=True,
+                          text=True, timeout=50)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (done_ms, done), (stuck_ms, stuck) = (line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert done == "null"
+    assert stuck.startswith("the target did not acknowledge every record within 0.5 s"), stuck
+    assert int(stuck_ms) < 30_000, "flushAll waited for the stuck producer's flush (60 s), not for its bound"

@@ -105,7 +105,7 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     }
 
     // ---------------------------------------------------------------- shared per JVM
-    private static final ConcurrentHashMap<String, Producer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, Producer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
     private static final ConcurrentHashMap<String, PartitionState> STATES = new ConcurrentHashMap<>();
     // per flow: records, bytes, offset-syncs sent, max latency ms (since the last read)
     private static final ConcurrentHashMap<String, long[]> COUNTERS = new ConcurrentHashMap<>();
@@ -165,12 +165,31 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     /**
      * Sends every pending offset-sync and waits until each producer of this JVM has every record
      * it was given acknowledged or failed: after a query's tasks ended, {@link #positions} is then
-     * final. Returns the first offset-sync failure, or null.
+     * final. Returns the first offset-sync failure, or null. Waits at most {@code timeoutMs}: a
+     * producer's flush has no bound of its own (records to an unreachable target wait for their
+     * delivery timeout, 2 minutes by default), and a stop must not; past it, says so.
      */
-    public static String flushAll() {
+    public static String flushAll(long timeoutMs) {
         flushAllPending();
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        List<Thread> flushes = new ArrayList<>();
         for (Producer<byte[], byte[]> p : PRODUCERS.values()) {
-            p.flush();
+            Thread t = new Thread(p::flush, "sparkmirror-flush");
+            t.setDaemon(true); // one left waiting on an unreachable target does not hold the JVM
+            t.start();
+            flushes.add(t);
+        }
+        for (Thread t : flushes) {
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            try {
+                if (left > 0) t.join(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (t.isAlive()) {
+                return "the target did not acknowledge every record within " + (timeoutMs / 1000.0)
+                        + " s (is it reachable?)";
+            }
         }
         for (PartitionState s : STATES.values()) {
             String f = s.failure;
