@@ -47,12 +47,16 @@ def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 
 
+#: the writer jar's file name before its digest (build_session knows it on Spark's jar list by it)
+JAR_PREFIX = "sparkmirror-writer-"
+
+
 def jar_path() -> Path:
     digest = hashlib.sha256(artifacts.SPARK_VERSION.encode())
     for src in _sources():
         digest.update(src.relative_to(SOURCES).as_posix().encode())
         digest.update(src.read_bytes())
-    return artifacts.cache_dir() / "jars" / f"sparkmirror-writer-{digest.hexdigest()[:12]}.jar"
+    return artifacts.cache_dir() / "jars" / f"{JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
 
 
 def _pyspark_jars() -> Path:

@@ -116,8 +116,9 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         # one Spark task per Kafka partition keeps per-partition order
         .config("spark.sql.adaptive.enabled", "false")
     )
-    writer_jar = not under_spark_submit() and any(Path(j).name.startswith("sparkmirror-writer-")
-                                                  for j in extra_jars or ())
+    from replicator.datapath.jvmwriter import JAR_PREFIX
+
+    writer_jar = not under_spark_submit() and any(Path(j).name.startswith(JAR_PREFIX) for j in extra_jars or ())
     conf = session_conf(conf, writer_jar=writer_jar)
     if not under_spark_submit():
         options = dict(logsetup.spark_log4j_options())  # JSON logs from the JVM too
