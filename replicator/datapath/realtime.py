@@ -71,10 +71,6 @@ SLOT_HEADROOM = 16
 #: (the direct source copies more records per second) and goes real time once caught up.
 CATCH_UP_FIRST_RECORDS = int(os.environ.get("SPARKMIRROR_CATCH_UP_FIRST_RECORDS", "10000"))
 
-COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
-# The writer's columns as SQL: the timestamp as epoch milliseconds (a long, as Kafka has it),
-# so that no java.sql.Timestamp is built (and calendar-rebased) for every row on its way in.
-SELECT = tuple("unix_millis(timestamp) AS timestamp" if c == "timestamp" else c for c in COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -421,7 +417,10 @@ def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, pro
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
         syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max),
         _jmap(jvm, {t: str(v) for t, v in (max_message_bytes or {}).items()}))
-    w = (df.selectExpr(*SELECT).writeStream.queryName(name).outputMode("update")
+    # The writer takes the source's rows as they are (it finds its columns by name): with no
+    # projection in between, each row's key and value are not copied once more, and each batch
+    # has no code to generate and compile at its start, where no task reads.
+    w = (df.writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)
     return w.start()

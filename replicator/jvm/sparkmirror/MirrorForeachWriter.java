@@ -2,6 +2,8 @@ package sparkmirror;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.sql.Timestamp;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -31,6 +33,7 @@ import org.apache.kafka.common.record.DefaultRecordBatch;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * The real-time data path's writer. Spark runs one instance per Kafka partition and
@@ -83,6 +86,8 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     private transient String lastTarget;
     private transient int lastPartition = -1;
     private transient PartitionState lastState;
+    // Where each column is in the rows: found by name in the first row's schema.
+    private transient int[] columns;
     private transient long[] counters;
 
     public MirrorForeachWriter(String flow, String targetCluster,
@@ -363,13 +368,43 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
         return bound > limit;
     }
 
+    // The columns the writer reads, by name: those of Spark's Kafka source (with includeHeaders).
+    static final String[] COLUMNS = {"topic", "partition", "offset", "key", "value", "timestamp", "headers"};
+    static final int TOPIC = 0, PARTITION = 1, OFFSET = 2, KEY = 3, VALUE = 4, TIMESTAMP = 5, HEADERS = 6;
+
+    /** Where each of {@link #COLUMNS} is in rows like {@code row}; a row without a schema has them in that order. */
+    static int[] columnsOf(Row row) {
+        int[] at = new int[COLUMNS.length];
+        StructType schema = row.schema();
+        for (int i = 0; i < COLUMNS.length; i++) {
+            at[i] = schema == null ? i : schema.fieldIndex(COLUMNS[i]);
+        }
+        return at;
+    }
+
+    /**
+     * A record's timestamp as Kafka has it, in epoch milliseconds: Spark's Kafka source gives a
+     * timestamp column, a {@code java.sql.Timestamp} in a row (a {@code java.time.Instant} with
+     * {@code spark.sql.datetime.java8API.enabled}); a query may also give the milliseconds as a long.
+     * Either way the milliseconds are exact: Spark keeps microseconds.
+     */
+    static long epochMillis(Object ts) {
+        if (ts instanceof Long) return (Long) ts;
+        if (ts instanceof Timestamp) return ((Timestamp) ts).getTime();
+        if (ts instanceof Instant) return ((Instant) ts).toEpochMilli();
+        throw new IllegalStateException(ERROR_MARKER + ": a record's timestamp column holds "
+                + (ts == null ? "null" : ts.getClass().getName()) + ", not a timestamp");
+    }
+
     @Override
     public void process(Row row) {
         String permanent = PERMANENT.get(flow);
         if (permanent != null) throw new IllegalStateException(permanent);
         String err = failure.get();
         if (err != null) throw new IllegalStateException(err);
-        String topic = row.getString(0);
+        int[] c = columns;
+        if (c == null) c = columns = columnsOf(row);
+        String topic = row.getString(c[TOPIC]);
         if (!topic.equals(lastTopic)) {
             String target = topicMap.get(topic);
             if (target == null) {
@@ -380,19 +415,19 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
             lastTarget = target;
             lastPartition = -1;
         }
-        int partition = row.getInt(1);
+        int partition = row.getInt(c[PARTITION]);
         if (partition != lastPartition) {
             lastState = stateFor(topic, partition);
             lastPartition = partition;
         }
         final PartitionState state = lastState;
-        final long offset = row.getLong(2);
-        byte[] key = row.isNullAt(3) ? null : (byte[]) row.get(3);
-        byte[] value = row.isNullAt(4) ? null : (byte[]) row.get(4);
-        final long timestamp = row.getLong(5); // epoch ms (realtime.SELECT)
+        final long offset = row.getLong(c[OFFSET]);
+        byte[] key = row.isNullAt(c[KEY]) ? null : (byte[]) row.get(c[KEY]);
+        byte[] value = row.isNullAt(c[VALUE]) ? null : (byte[]) row.get(c[VALUE]);
+        final long timestamp = epochMillis(row.get(c[TIMESTAMP]));
         List<Header> headers = null;
-        if (!row.isNullAt(6)) {
-            List<Row> hs = row.getList(6);
+        if (!row.isNullAt(c[HEADERS])) {
+            List<Row> hs = row.getList(c[HEADERS]);
             headers = new ArrayList<>(hs.size());
             for (Row h : hs) {
                 headers.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
