@@ -89,7 +89,10 @@ def run(duration: float | None = None, listen: str = "127.0.0.1:9464", rate: flo
             if c.is_running():
                 log.info("cluster %s already running at %s (left running on exit)", name, c.bootstrap)
             else:
-                c.start()
+                # In a session of their own: a terminal's Ctrl-C reaches the demo's whole process
+                # group, and the clusters must outlive the replicator's clean stop (it waits for the
+                # target to acknowledge its last records); the demo stops them after it.
+                c.start(detach=True)
                 started_clusters.append(c)
                 log.info("cluster %s up at %s", name, c.bootstrap)
         primary = clusters.dev_cluster("primary").bootstrap
