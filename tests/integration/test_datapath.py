@@ -262,11 +262,23 @@ def test_the_driver_jvm_maps_its_classes_from_the_class_data_archive(replication
     archive = cds.archive_path()
     assert archive.is_file(), "sparkmirror dev fetch built no class-data archive"
     rep = replication["rep"]
-    assert f"classes mapped from the class-data archive {archive}" in rep.log()
-    jvms = [pid for pid in _descendants(rep.proc.pid) if _exe(pid) == "java"]
-    assert len(jvms) == 1, jvms
-    maps = Path(f"/proc/{jvms[0]}/maps").read_text()
-    assert str(archive) in maps
+    # Logged as the JVM is launched. Run alone, this test comes before Spark's launcher has
+    # handed over to the driver JVM (the launcher is a JVM of its own, without the archive).
+    rep.wait_for_log(f"classes mapped from the class-data archive {archive}")
+    deadline = time.monotonic() + 60
+    while True:
+        jvms = [pid for pid in _descendants(rep.proc.pid) if _exe(pid) == "java"]
+        if any(str(archive) in _maps(pid) for pid in jvms):
+            break
+        assert time.monotonic() < deadline, f"no JVM of the replicator maps {archive} (JVMs: {jvms})"
+        time.sleep(0.5)
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
 
 
 def _exe(pid: int) -> str | None:
