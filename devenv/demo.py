@@ -21,6 +21,7 @@ from pathlib import Path
 
 from devenv import clusters
 from replicator import artifacts
+from replicator.signals import StopSignals
 
 log = logging.getLogger("sparkmirror.demo")
 
@@ -73,11 +74,7 @@ def _sample_consumer(bootstrap: str, stop: threading.Event) -> None:
 def run(duration: float | None = None, listen: str = "127.0.0.1:9464", rate: float = 200.0) -> int:
     stop = threading.Event()
 
-    def on_signal(signum, _frame):
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    StopSignals(stop).install()
     work = artifacts.cache_dir() / "demo"
     work.mkdir(parents=True, exist_ok=True)
     started_clusters = []

@@ -38,7 +38,6 @@ can start a query again while the rest stops.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from functools import partial
 from pathlib import Path
@@ -52,6 +51,7 @@ from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import catchup
 from replicator.datapath.app import SparkApp
 from replicator.datapath.flow import FlowReplicator
+from replicator.signals import StopSignals
 from sparkmirror.errors import ConfigError, SparkmirrorError
 from replicator.kafkaclients import admin
 
@@ -126,18 +126,15 @@ class ReplicatorService:
         from replicator.datapath.flow import stop_grace
 
         spark = getattr(self.app, "spark", None)
-        local = spark is None or str(spark.sparkContext.master).startswith("local")  # no JVM call: safe in a handler
+        local = spark is None or str(spark.sparkContext.master).startswith("local")  # no JVM call
         return stop_grace(self.data_path != realtime.MICRO_BATCH, local=local)
 
     def _install_signal_handlers(self) -> None:
-        def handler(signum, _frame):
+        def report(name: str) -> None:
             log.info("received %s: stopping; no new batch starts, the running one finishes within %.0f s or is "
-                     "abandoned (replayed on restart)", signal.Signals(signum).name, self._stop_grace())
-            self.stop_event.set()
+                     "abandoned (replayed on restart)", name, self._stop_grace())
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, handler)
-            signal.signal(signal.SIGINT, handler)
+        StopSignals(self.stop_event, report).install()
 
     def _prepare_heartbeats(self) -> list[HeartbeatEmitter]:
         """Heartbeats topics first, so the flows' first topic discovery already sees them."""
