@@ -72,7 +72,6 @@ SLOT_HEADROOM = 16
 CATCH_UP_FIRST_RECORDS = int(os.environ.get("SPARKMIRROR_CATCH_UP_FIRST_RECORDS", "10000"))
 
 
-
 @dataclass(frozen=True)
 class Choice:
     path: str
