@@ -269,6 +269,7 @@ def test_the_driver_jvm_maps_its_classes_from_the_class_data_archive(replication
     while True:
         jvms = [pid for pid in _descendants(rep.proc.pid) if _exe(pid) == "java"]
         if any(str(archive) in _maps(pid) for pid in jvms):
+            assert len(jvms) == 1, jvms
             break
         assert time.monotonic() < deadline, f"no JVM of the replicator maps {archive} (JVMs: {jvms})"
         time.sleep(0.5)

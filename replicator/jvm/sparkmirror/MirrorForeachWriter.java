@@ -372,12 +372,15 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     static final String[] COLUMNS = {"topic", "partition", "offset", "key", "value", "timestamp", "headers"};
     static final int TOPIC = 0, PARTITION = 1, OFFSET = 2, KEY = 3, VALUE = 4, TIMESTAMP = 5, HEADERS = 6;
 
-    /** Where each of {@link #COLUMNS} is in rows like {@code row}; a row without a schema has them in that order. */
+    /** Where each of {@link #COLUMNS} is in rows like {@code row} (a query's rows carry their schema). */
     static int[] columnsOf(Row row) {
-        int[] at = new int[COLUMNS.length];
         StructType schema = row.schema();
+        if (schema == null) {
+            throw new IllegalStateException(ERROR_MARKER + ": the real-time writer was given a row without a schema");
+        }
+        int[] at = new int[COLUMNS.length];
         for (int i = 0; i < COLUMNS.length; i++) {
-            at[i] = schema == null ? i : schema.fieldIndex(COLUMNS[i]);
+            at[i] = schema.fieldIndex(COLUMNS[i]);
         }
         return at;
     }
@@ -385,11 +388,10 @@ public class MirrorForeachWriter extends ForeachWriter<Row> {
     /**
      * A record's timestamp as Kafka has it, in epoch milliseconds: Spark's Kafka source gives a
      * timestamp column, a {@code java.sql.Timestamp} in a row (a {@code java.time.Instant} with
-     * {@code spark.sql.datetime.java8API.enabled}); a query may also give the milliseconds as a long.
-     * Either way the milliseconds are exact: Spark keeps microseconds.
+     * {@code spark.sql.datetime.java8API.enabled}). Either way the milliseconds are exact: Spark
+     * keeps microseconds.
      */
     static long epochMillis(Object ts) {
-        if (ts instanceof Long) return (Long) ts;
         if (ts instanceof Timestamp) return ((Timestamp) ts).getTime();
         if (ts instanceof Instant) return ((Instant) ts).toEpochMilli();
         throw new IllegalStateException(ERROR_MARKER + ": a record's timestamp column holds "
