@@ -2,9 +2,9 @@
 
 No offset-syncs, no checkpoints, no commits, no topic management: it reads the
 given partitions from the beginning and writes every record to the same partition
-of the target topic with key, value, headers and timestamp. Producer settings are
-sparkmirror's writer defaults, so the difference to sparkmirror is the cost of
-Spark and of bookkeeping, not of tuning.
+of the target topic with key, value, headers and timestamp. Consumer and producer
+settings are sparkmirror's (the direct source's reader and the writer), so the
+difference to sparkmirror is the cost of Spark and of bookkeeping, not of tuning.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from replicator.datapath.source import READER_CONSUMER_DEFAULTS
 from replicator.datapath.writer import WRITER_PRODUCER_DEFAULTS
 
 
@@ -30,7 +31,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     consumer = Consumer({
         "bootstrap.servers": args.source, "group.id": "sparkmirror-bench-raw", "enable.auto.commit": False,
-        "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760, "queued.min.messages": 100000,
+        **READER_CONSUMER_DEFAULTS,
     })
     consumer.assign([TopicPartition(args.topic, int(p), 0) for p in args.partitions.split(",")])
     producer = Producer({"bootstrap.servers": args.target, **WRITER_PRODUCER_DEFAULTS})
