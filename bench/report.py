@@ -17,7 +17,8 @@ freshly started clusters and the same data, one system after the other.
 Catch-up throughput is measured from the first record on the target to the last
 (start-up is shown separately); CPU is the system's whole process tree (JVMs and
 Python workers, not the brokers) over that same window, per GB of record values.
-Steady state: records are produced at half of the same run's raw catch-up rate,
+Steady state: records are produced at half of the same run's raw catch-up rate
+(the median of its runs on the 1-KB workload),
 60 s of warm-up (not in the main figures: a JVM compiles its hot code in its
 first minute under load, and the steady state is what comes after), then the
 measured part (180 s unless the command says otherwise). What the warm-up hides
