@@ -18,8 +18,8 @@ Catch-up throughput is measured from the first record on the target to the last
 (start-up is shown separately); CPU is the system's whole process tree (JVMs and
 Python workers, not the brokers) over that same window, per GB of record values.
 Steady state: records are produced at half of the same run's raw catch-up rate
-(the median of its runs on the 1-KB workload),
-60 s of warm-up (not in the main figures: a JVM compiles its hot code in its
+(the median of its runs on the 1-KB workload) or at the command's
+`--steady-rate`, 60 s of warm-up (not in the main figures: a JVM compiles its hot code in its
 first minute under load, and the steady state is what comes after), then the
 measured part (180 s unless the command says otherwise). What the warm-up hides
 is shown beside it: the warm-up's own p99 and worst latency, and "settled after",
@@ -61,8 +61,8 @@ Systems:
   idempotent; consumer `max.poll.records=10000`, 50 MB fetches; offset-syncs and
   heartbeats on, as by default.
 - **raw**: a confluent-kafka consume->produce loop, one process per core, the
-  writer's producer settings, no bookkeeping: the practical ceiling of these two
-  brokers on this machine.
+  direct source's consumer settings and the writer's producer settings, no
+  bookkeeping: the practical ceiling of these two brokers on this machine.
 """
 
 
