@@ -16,7 +16,10 @@ from tests.support.replicator import Replicator, write_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-RECORDS = 30_000
+# Enough small records that the catch-up lasts several of the progress report's 1-s looks: 2,000-
+# record batches take ~0.15 s each, and 30,000 records were once copied before any look saw the
+# backlog (no "catching up" line, and the test waited for it in vain).
+RECORDS = 90_000
 GRACE_S = 10  # the replicator's promise: the running batch finishes within 10 s or is abandoned
 
 
