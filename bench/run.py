@@ -231,8 +231,17 @@ BASELINE_SRC: list[Path] = []  # set from --baseline-src
 JAVA_HOME: list[Path] = []  # set from --java-home
 
 
+RUNNING: list[tuple[str, list[subprocess.Popen]]] = []  # systems started and not stopped yet
+
+
 def start_system(system: str, src: str, dst: str, topic: str, partitions: int, work: Path):
     """Start one system mirroring ``topic``; returns (processes, target topic)."""
+    procs, target_topic = _start_system(system, src, dst, topic, partitions, work)
+    RUNNING.append((system, procs))
+    return procs, target_topic
+
+
+def _start_system(system: str, src: str, dst: str, topic: str, partitions: int, work: Path):
     if system == "raw":
         return run_raw(src, dst, topic, partitions, work), f"raw.{topic}"
     if system == "mm2":
@@ -257,6 +266,7 @@ def start_system(system: str, src: str, dst: str, topic: str, partitions: int, w
 
 
 def stop_system(system: str, procs: list[subprocess.Popen]) -> None:
+    RUNNING[:] = [r for r in RUNNING if r[1] is not procs]
     for p in procs:
         if system == "mm2":
             p.send_signal(signal.SIGTERM)
@@ -420,6 +430,10 @@ def machine() -> str:
     return f"{CORES} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default="a,b,c,d", help="which of a,b,c,d (default all)")
@@ -450,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-warm-up", action="store_true",
                     help="skip the untimed warm-up copy (fresh brokers' JVMs are slower for the first system)")
     args = ap.parse_args(argv)
+    # SIGTERM ends the run as Ctrl-C does, through the clean-up below (Python's default would not)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     systems = args.systems.split(",")
     extra_systems = [x for x in args.extra_systems.split(",") if x]
     for s in systems + extra_systems:
@@ -514,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
                     for system in systems:
                         results.append(measure_steady(system, wl, rate, src, dst, work, repeat))
     finally:
+        # an interrupted run stops what it started too: a system left running would hold the
+        # brokers' ports, and the brokers' logs (tens of GB after a steady run) would fill the disk
+        for system, procs in list(RUNNING):
+            stop_system(system, procs)
         for c in clusters:
             c.stop()
         shutil.rmtree(work / "src" / "log", ignore_errors=True)
