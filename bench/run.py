@@ -384,13 +384,16 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         # the unmeasured warm-up's own figures (the system's first minute under load)
         "warm_up_p99_latency_s": lat.get("warm_up_p99_s"), "warm_up_max_latency_s": lat.get("warm_up_max_s"),
         "settled_s": lat.get("settled_s"),
+        # how far the load generator itself fell behind its schedule (it shares the cores)
+        "generator_max_behind_s": sent.get("max_behind_s"),
     }
     beats = (f"; heartbeats p50 {result['heartbeat_p50_latency_s']} s, p99 {result['heartbeat_p99_latency_s']} s "
              f"({result['heartbeats']})" if result["heartbeats"] is not None else "")
     log(f"  {system}: sent {sent['sent']:,} at {sent['rate']:,.0f}/s, received {lat['received']:,}; latency p50 "
         f"{lat['p50_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; CPU {result['cpu_s_per_gb']} s/GB{beats}; "
         f"warm-up p99 {result['warm_up_p99_latency_s']} s, max {result['warm_up_max_latency_s']} s, latency under "
-        f"1 s for good after {result['settled_s']} s")
+        f"1 s for good after {result['settled_s']} s; the load generator at most "
+        f"{result['generator_max_behind_s']} s behind its schedule")
     series = lat.get("per_second") or []
     if series:
         # when the slowest records arrived, in seconds since the first measured one: a stall repeating

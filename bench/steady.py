@@ -4,8 +4,8 @@
     python -m bench.steady probe   --bootstrap B --topic T --expect N --timeout S --out FILE
 
 ``produce`` writes ``rate`` records/s (1 KB values by default) paced in 10 ms ticks,
-spread round-robin over the partitions, each with CreateTime = now, and prints how
-many it sent; with ``--warm-up S`` it first writes at the same rate for S seconds
+spread evenly over the partitions, each with CreateTime = the moment it is queued, and
+prints how many it sent and how far it fell behind its schedule; with ``--warm-up S`` it first writes at the same rate for S seconds
 records keyed ``w...``, which the probe does not measure (a system's first seconds
 under load — JIT, first batches — are start-up, not steady state). ``probe`` reads the mirror topic on the target from its current end
 with a short fetch wait and records, per record, receive time minus the record's
@@ -27,49 +27,63 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 IDLE_STOP_S = 20.0
 
 
+MEASURED_KEY = b"m" * 12  # the probe measures records whose key does not start with b"w"
+WARM_KEY = b"w" * 12
+TICK_S = 0.01
+
+
 def produce(args) -> int:
+    """Write ``rate`` records/s in 10-ms ticks, each tick's records spread evenly over the partitions
+    and queued with one ``produce_batch`` call per partition (a per-record ``produce`` call costs a
+    Python core at ~150,000 records/s, which on this machine the brokers and the mirror need).
+    librdkafka stamps each record with CreateTime = the moment it is queued. A tick's records are
+    warm-up or measured by the tick's scheduled time, so a generator that falls behind still sends
+    exactly ``rate x seconds`` measured records; ``max_behind_s`` says how far behind it fell."""
     p = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 5, "batch.size": 1000000, "acks": "1",
-                  "queue.buffering.max.kbytes": 1048576})
+                  "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": 1000000})
     value = os.urandom(args.value_bytes)
-    per_tick = args.rate / 100.0
+    parts = args.partitions
+    per_tick = args.rate * TICK_S
     sent = warm = 0
     owed = 0.0
+    next_part = 0  # where this tick's remainder starts, so that no partition is always short
+    max_behind = 0.0
     begin = time.monotonic()
     start = begin + args.warm_up  # the measured part starts after the warm-up
     end = start + args.seconds
     tick = begin
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        measured = now >= start
+    while tick < end:
+        measured = tick >= start
+        msg = {"value": value, "key": MEASURED_KEY if measured else WARM_KEY}
         owed += per_tick
         n = int(owed)
         owed -= n
-        ts = int(time.time() * 1000)
-        for _ in range(n):
-            # warm-up records are marked by their key: the probe takes no latency from them
-            key = b"%012d" % sent if measured else b"w%011d" % warm
-            while True:
-                try:
-                    p.produce(args.topic, value=value, key=key, partition=(sent + warm) % args.partitions,
-                              timestamp=ts)
-                    break
-                except BufferError:
+        base, extra = divmod(n, parts)
+        for i in range(parts):
+            part = (next_part + i) % parts
+            todo = base + (1 if i < extra else 0)
+            while todo:
+                queued = p.produce_batch(args.topic, [msg] * todo, partition=part)
+                msg.pop("_error", None)  # set on the shared dict by the records the full queue refused
+                todo -= queued
+                if todo:
                     p.poll(0.01)
-            if measured:
-                sent += 1
-            else:
-                warm += 1
+        next_part = (next_part + extra) % parts
+        if measured:
+            sent += n
+        else:
+            warm += n
         p.poll(0)
-        tick += 0.01
+        tick += TICK_S
         delay = tick - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        else:
+            max_behind = max(max_behind, -delay)
     p.flush(120)
     elapsed = time.monotonic() - start
     print(json.dumps({"sent": sent, "warm_up_sent": warm, "seconds": round(elapsed, 2),
-                      "rate": round(sent / elapsed, 1)}), flush=True)
+                      "rate": round(sent / elapsed, 1), "max_behind_s": round(max_behind, 3)}), flush=True)
     return 0
 
 
@@ -131,6 +145,7 @@ def probe(args) -> int:
     warm_latencies: list[int] = []
     warm_per_second: dict[int, int] = {}  # arrival second -> worst latency ms, warm-up records
     measured_since = None  # the source timestamp of the first measured record
+    topic = args.topic
     deadline = time.monotonic() + args.timeout
     last_measured = None
     looked_for_beats = time.monotonic()
@@ -149,25 +164,32 @@ def probe(args) -> int:
                 c.incremental_assign(beats)
         msgs = c.consume(10000, 0.2)
         now = int(time.time() * 1000)
+        # every record of one consume call arrived at ``now``: per record only its timestamp is kept
+        # (the probe reads as many records a second as the mirror copies, on the same cores)
+        measured: list[int] = []
+        warm: list[int] = []
         for m in msgs:
             if m.error() is not None:
                 continue
-            ts = m.timestamp()[1]
-            if m.topic() != args.topic:
+            if m.topic() != topic:
+                ts = m.timestamp()[1]
                 if measured_since is not None and ts >= measured_since:
                     heartbeat_latencies.append(now - ts)
-            elif (m.key() or b"").startswith(b"w"):  # a warm-up record: kept apart (the system's first minute)
-                warm_latencies.append(now - ts)
-                second = now // 1000
-                warm_per_second[second] = max(warm_per_second.get(second, 0), now - ts)
+            elif (m.key() or b"")[:1] == b"w":  # a warm-up record: kept apart (the system's first minute)
+                warm.append(m.timestamp()[1])
             else:
-                latencies.append(now - ts)
-                second = now // 1000
-                worst = per_second.get(second)
-                per_second[second] = (1, now - ts) if worst is None else (worst[0] + 1, max(worst[1], now - ts))
-                last_measured = time.monotonic()
-                if measured_since is None:
-                    measured_since = ts
+                measured.append(m.timestamp()[1])
+        second = now // 1000
+        if warm:
+            warm_latencies.extend([now - ts for ts in warm])
+            warm_per_second[second] = max(warm_per_second.get(second, 0), now - min(warm))
+        if measured:
+            latencies.extend([now - ts for ts in measured])
+            n, worst = per_second.get(second, (0, 0))
+            per_second[second] = (n + len(measured), max(worst, now - min(measured)))
+            last_measured = time.monotonic()
+            if measured_since is None:
+                measured_since = measured[0]
     c.close()
     out = _percentiles(latencies)
     # when the slow records arrived: a stall shows as a run of seconds with a high worst latency
