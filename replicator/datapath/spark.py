@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from replicator import artifacts
+from replicator.datapath import scratch
 from replicator.datapath.cds import java_options as cds_options
 from sparkmirror import logsetup
 
@@ -121,6 +122,10 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
     writer_jar = not under_spark_submit() and any(Path(j).name.startswith(JAR_PREFIX) for j in extra_jars or ())
     conf = session_conf(conf, writer_jar=writer_jar)
     if not under_spark_submit():
+        # the driver's scratch files in a directory of this process's own, which the next
+        # replicator removes if this one is killed before the JVM could (scratch.py)
+        for k, v in scratch.spark_options(conf).items():
+            conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
         options = dict(logsetup.spark_log4j_options())  # JSON logs from the JVM too
         if cds and (archive := cds_options()):
             key = "spark.driver.extraJavaOptions"
