@@ -24,6 +24,7 @@ import fcntl
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -104,6 +105,12 @@ def directory() -> Path:
         return _mine
     base = root()
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # In a shared /tmp another user could have put a symlink or an open directory there first:
+    # the sweep removes directories, so only a directory of this user's own, closed to others, is used.
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise OSError(f"{base} is not a directory of this user's own that only it can write to "
+                      "(remove it, or set TMPDIR elsewhere)")
     removed, freed = sweep(base)
     if removed:
         log.info("removed %d scratch director%s left by stopped replicators under %s (%.1f MB)", removed,

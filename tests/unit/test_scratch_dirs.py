@@ -97,3 +97,29 @@ def test_the_users_own_settings_win(monkeypatch, tmp_path):
         assert scratch.spark_options({"spark.driver.extraJavaOptions": "-Djava.io.tmpdir=/data/tmp"}) == {}
     finally:
         scratch._remove_mine()
+
+
+def test_a_root_that_is_not_this_users_closed_directory_is_not_used(monkeypatch, tmp_path, caplog):
+    """In a shared /tmp someone else may create the root first (a symlink to elsewhere, or a
+    directory others can write to): the sweep removes directories, so that root is refused."""
+    monkeypatch.setattr(scratch.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    monkeypatch.setattr(scratch, "_mine", None)
+    monkeypatch.setattr(scratch, "_lock_fd", None)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "precious").mkdir(parents=True)
+    old = time.time() - scratch.UNOWNED_GRACE_S - 5
+    os.utime(elsewhere / "precious", (old, old))
+    scratch.root().symlink_to(elsewhere)
+    assert scratch.spark_options({}) == {}
+    assert "not a directory of this user's own" in caplog.text
+    assert (elsewhere / "precious").exists()
+    scratch.root().unlink()
+    scratch.root().mkdir(mode=0o777)
+    os.chmod(scratch.root(), 0o777)
+    assert scratch.spark_options({}) == {}
+    os.chmod(scratch.root(), 0o700)
+    try:
+        assert scratch.spark_options({})["spark.local.dir"].startswith(str(scratch.root()))
+    finally:
+        scratch._remove_mine()
