@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from replicator.datapath import scratch
+from tests.support.replicator import descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,24 +25,6 @@ time.sleep(600)
 """
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def test_a_killed_driver_leaves_files_only_in_its_directory_and_the_next_sweep_removes_them(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-c", SESSION], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -53,7 +36,7 @@ def test_a_killed_driver_leaves_files_only_in_its_directory_and_the_next_sweep_r
         kinds = {p.name.split("-", 1)[0] for p in mine.iterdir()}
         # spark.local.dir: the jars' copies and the block manager; java.io.tmpdir: the artifacts
         assert {"spark", "blockmgr", "artifacts"} <= kinds, sorted(p.name for p in mine.iterdir())
-        jvms = [p for p in _descendants(proc.pid) if b"java" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        jvms = [p for p in descendants(proc.pid) if b"java" in Path(f"/proc/{p}/cmdline").read_bytes()]
         assert jvms, "no driver JVM under the session's process"
         for pid in jvms:
             os.kill(pid, signal.SIGKILL)
