@@ -38,8 +38,10 @@ SCRIPT = textwrap.dedent("""
         os.kill(os.getpid(), signal.SIGTERM)
         for _ in range(20):
             time.sleep(0.01)
-    print("handlers returned", flush=True)
-    print("stopped" if event.wait(5) else "not stopped", flush=True)
+    # Through logging, whose handler lock keeps these lines whole: a print() writes its text and
+    # its newline separately, and the reading thread's report could land in between.
+    logging.info("handlers returned")
+    logging.info("stopped" if event.wait(5) else "not stopped")
     # The reading thread reports each signal, the second maybe after the event is set.
     deadline = time.monotonic() + 5
     while reports.count < 2 and time.monotonic() < deadline:
