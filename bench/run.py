@@ -220,6 +220,9 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
     "sparkmirror-cp15": (("smf", "drf"), ["--real-time-checkpoint-interval", "15"], {}),
     "sparkmirror-cp30": (("smc", "drc"), ["--real-time-checkpoint-interval", "30"], {}),
+    # the default with one real-time query for all of a flow's partitions, or six, instead of three
+    "sparkmirror-shards1": (("smo", "dro"), ["--real-time-shards", "1"], {}),
+    "sparkmirror-shards6": (("sms", "drs"), ["--real-time-shards", "6"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run

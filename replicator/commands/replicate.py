@@ -46,6 +46,11 @@ def register(sub) -> None:
                         "copy for a moment and costs CPU, so a longer interval uses less CPU, while a kill -9 "
                         "copies again up to that many seconds of records (a clean stop resumes exactly where the "
                         "target acknowledged; on a cluster it waits up to that long for the next checkpoint)")
+    p.add_argument("--real-time-shards", type=int, default=None, metavar="N",
+                   help="how many real-time queries a flow's partitions are dealt over (default 3, at most 16; "
+                        "never more than the partitions). The queries checkpoint a fraction of the interval "
+                        "apart, so each checkpoint pauses only its share of the partitions; 1 is one query "
+                        "for all of them")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")
@@ -70,6 +75,8 @@ def _run(args) -> int:
     spark_conf = _spark_conf(args.spark_conf)
     if args.real_time_checkpoint_interval is not None:
         _set_checkpoint_interval(args.real_time_checkpoint_interval)
+    if args.real_time_shards is not None:
+        _set_shards(args.real_time_shards)
     config = load_config(args.config)
     translate_clients(config)  # every client's settings: a bad one stops here, before Spark starts
     from replicator.service import ReplicatorService
@@ -78,6 +85,16 @@ def _run(args) -> int:
                          max_records_per_batch=args.max_records_per_batch, ui=args.spark_ui,
                          metrics_listen=listen, spark_conf=spark_conf,
                          source_mode=args.source_mode, data_path=args.data_path).run()
+
+
+def _set_shards(n: int) -> None:
+    from replicator.datapath import realtime
+    from sparkmirror.errors import UsageError
+
+    if not 1 <= n <= realtime.MAX_SHARDS:
+        raise UsageError(f"--real-time-shards {n}: must be between 1 and {realtime.MAX_SHARDS}",
+                         hint="for example --real-time-shards 3 (the default)")
+    realtime.set_shards(n)
 
 
 def _set_checkpoint_interval(seconds: float) -> None:

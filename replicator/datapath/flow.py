@@ -89,10 +89,13 @@ def summarize_spark_error(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def _run_id(query) -> str | None:
-    """A streaming query's run id (its Spark job group), or None when the JVM cannot say."""
+def _run_ids(query) -> list[str] | None:
+    """The run ids (Spark job groups) of a streaming query, or of each of a flow's real-time
+    queries; None when the JVM cannot say."""
     try:
-        return str(query.runId)
+        if isinstance(query, realtime.ShardedQuery):
+            return query.run_ids
+        return [str(query.runId)]
     except Exception:
         return None
 
@@ -383,20 +386,50 @@ class FlowReplicator:
             log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, capped)
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
         self._check_realtime_resume(ckpt)
-        df = self._spark_kafka_source(ckpt)
+        shards = realtime.shard_assignment(self.assignment, realtime.REALTIME_SHARDS)
+        relaid = realtime.lay_out_shards(self.checkpoint_dir, shards, self._handover_start)
+        if relaid is not None:
+            self._handover_start = relaid
+            log.info("flow %s: its partitions are now dealt over %d real-time %s; each starts where its newest "
+                     "committed batch ended", self.name, len(shards), "query" if len(shards) == 1 else "queries")
+        if self._handover_start:
+            starting = realtime.starting_offsets_json(self._handover_start, self.assignment)
+        elif all(realtime.has_batches(realtime.shard_dir(ckpt, i)) for i in range(len(shards))):
+            starting = "earliest"  # ignored: every query resumes from its own checkpoint
+        else:
+            starting = self._resume_offsets(self.assignment, ckpt)
+        self._started_at = realtime.parse_starting_offsets(starting)
         self._counters = realtime.Counters(self.spark, self.name)
         self._counters.reset()
         self._last_rt_batch = None
         self._rt_batch_started = self._rt_copied_at = time.monotonic()
-        self.query = realtime.start_query(
-            self.spark, df, name=f"sparkmirror {self.name}", ckpt=ckpt, flow=self.name, target=self.flow.target, producer_config=producer_conf,
-            syncs_producer_config=syncs_conf,
-            syncs_topic=self.offset_syncs.topic, topic_map=topic_map, offset_lag_max=self.flow.offset_lag_max,
-            max_message_bytes=limits)
+        queries = []
+        began = time.monotonic()
+        try:
+            for i, shard in enumerate(shards):
+                # The queries start apart, so that their checkpoint boundaries (where their tasks
+                # pause) keep apart.
+                wait = began + i * realtime.stagger_seconds(len(shards)) - time.monotonic()
+                if i and wait > 0:
+                    time.sleep(wait)
+                own = realtime.shard_dir(ckpt, i)
+                df = self._spark_kafka_source(own, shard=shard,
+                                              starting=realtime.shard_starting_offsets(starting, shard))
+                name = f"sparkmirror {self.name}" + (f" [{i + 1}/{len(shards)}]" if len(shards) > 1 else "")
+                queries.append(realtime.start_query(
+                    self.spark, df, name=name, ckpt=own, flow=self.name, target=self.flow.target,
+                    producer_config=producer_conf, syncs_producer_config=syncs_conf,
+                    syncs_topic=self.offset_syncs.topic, topic_map=topic_map,
+                    offset_lag_max=self.flow.offset_lag_max, max_message_bytes=limits))
+        except Exception:
+            realtime.ShardedQuery(queries).stop()
+            raise
+        self.query = realtime.ShardedQuery(queries)
         metrics().started(self.name, self.partitions)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
-                 "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
-                 self.flow.target, realtime.REALTIME_BATCH, ckpt)
+                 "%d %s checkpointing every %s, %.1f s apart), checkpoint %s", self.name, len(self.assignment),
+                 self.partitions, self.flow.target, len(shards), "query" if len(shards) == 1 else "queries",
+                 realtime.REALTIME_BATCH, realtime.stagger_seconds(len(shards)), ckpt)
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
         """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
@@ -448,11 +481,13 @@ class FlowReplicator:
         self.spark.dataSource.register(make_source_class(spec, name))
         return self.spark.readStream.format(name).load()
 
-    def _spark_kafka_source(self, ckpt: Path | None = None):
-        assign = json.dumps({t: list(range(n)) for t, n in self.assignment.items()})
+    def _spark_kafka_source(self, ckpt: Path | None = None, shard: dict[str, list[int]] | None = None,
+                            starting: str | None = None):
+        assign = json.dumps(shard if shard is not None else {t: list(range(n)) for t, n in self.assignment.items()})
         reader = self.spark.readStream.format("kafka")
-        starting = self._starting_offsets(ckpt or self.checkpoint_dir)
-        self._started_at = realtime.parse_starting_offsets(starting)
+        if starting is None:
+            starting = self._starting_offsets(ckpt or self.checkpoint_dir)
+            self._started_at = realtime.parse_starting_offsets(starting)
         for k, v in self._source_options.items():
             reader = reader.option(k, v)
         reader = (
@@ -477,62 +512,87 @@ class FlowReplicator:
         q, self.query = self.query, None
         if q is not None and self.realtime and self._counters is not None and self._counters.available:
             self._stop_realtime_at_acknowledged(q)
+        elif q is not None and self.realtime:
+            self._stop_realtime_at_boundaries(q)
         elif q is not None:
             # Prefer stopping between batches: a stop mid-batch abandons the batch (it is
             # replayed later, so duplicates) and makes Spark log the interruption as an error.
             # The direct source sees the flag and plans no new batch, so the running one is
             # the last (Spark's Kafka source keeps planning: there the wait is only a grace).
-            # A real-time query's tasks never end by themselves: it is stopped right after a
-            # batch boundary, so that what the next start copies again is a few milliseconds' worth.
             self._stop_flag.touch()
-            grace = stop_grace(self.realtime, local=False)
-            deadline = time.monotonic() + grace
-            rt_batch = _progress_batch(q) if self.realtime else None
-            at_boundary = False
+            deadline = time.monotonic() + stop_grace(False, local=False)
             while time.monotonic() < deadline:
                 try:
-                    if not q.isActive:
-                        break
-                    if self.realtime:
-                        if _progress_batch(q) != rt_batch:
-                            at_boundary = True
-                            break
-                    elif not q.status.get("isTriggerActive"):
+                    if not q.isActive or not q.status.get("isTriggerActive"):
                         break
                 except Exception:
                     break
                 time.sleep(0.02)
-            if self.realtime:
-                if at_boundary:
-                    log.info("flow %s: real-time query stopped right after its checkpoint (batch %s)", self.name,
-                             _progress_batch(q))
-                else:
-                    since = "its start" if rt_batch is None else f"batch {rt_batch}"
-                    log.info("flow %s: real-time query stopped before its next checkpoint (none within %.0f s): the "
-                             "records copied since %s will be copied again on restart (duplicates, never "
-                             "loss)", self.name, grace, since)
-            run_id = None
-            if self.realtime:
-                from replicator.datapath.spark import quiet_stop_noise
-
-                quiet_stop_noise(self.spark, True)
-                run_id = _run_id(q)
             try:
                 q.stop()
             except Exception as exc:  # stopping mid-batch abandons it; it will be replayed
                 log.debug("flow %s: stop: %s", self.name, exc)
-            if self.realtime:
-                from replicator.datapath.spark import quiet_stop_noise, wait_jobs_done
-
-                # its tasks run to the end of their batch; a new query's start or Spark's stop waits
-                if run_id:
-                    wait_jobs_done(self.spark, run_id, realtime.batch_seconds() + 2)
-                if not self._closed:
-                    quiet_stop_noise(self.spark, False)
             self._stop_flag.unlink(missing_ok=True)
             if self._counters is not None:
                 self._poll_realtime()
                 self._counters.reset()
+
+    def _stop_realtime_at_boundaries(self, q) -> None:
+        """Stop real-time queries whose writers run elsewhere (a cluster): each right after its
+        next checkpoint, so that what the next start copies again is a few milliseconds' worth.
+
+        A real-time query's tasks never end by themselves; each shard's boundary comes at its own
+        time, so each is stopped as its batch changes, and those that pass none within the grace
+        are stopped where they are (their records since their checkpoint are copied again:
+        duplicates, never loss)."""
+        from replicator.datapath.spark import quiet_stop_noise, wait_jobs_done
+
+        shards = q.queries if isinstance(q, realtime.ShardedQuery) else [q]
+        grace = stop_grace(True, local=False)
+        deadline = time.monotonic() + grace
+        waiting = [(sq, _progress_batch(sq)) for sq in shards]
+        run_ids = _run_ids(q) or []
+        quieted = False
+        late = []
+        while waiting:
+            still = []
+            for sq, batch in waiting:
+                try:
+                    passed = not sq.isActive or _progress_batch(sq) != batch
+                except Exception:
+                    passed = True
+                if passed or time.monotonic() >= deadline:
+                    if not passed:
+                        late.append("its start" if batch is None else f"batch {batch}")
+                    if not quieted:  # a stopped query's tasks end with errors Spark logs; expected here
+                        quiet_stop_noise(self.spark, True)
+                        quieted = True
+                    try:
+                        sq.stop()
+                    except Exception as exc:
+                        log.debug("flow %s: stop: %s", self.name, exc)
+                else:
+                    still.append((sq, batch))
+            waiting = still
+            if waiting:
+                time.sleep(0.02)
+        if not late:
+            log.info("flow %s: real-time %s stopped right after %s checkpoint", self.name,
+                     "query" if len(shards) == 1 else f"queries ({len(shards)})",
+                     "its" if len(shards) == 1 else "each one's")
+        else:
+            log.info("flow %s: %d of %d real-time queries stopped before their next checkpoint (none within %.0f "
+                     "s): the records they copied since %s will be copied again on restart (duplicates, never "
+                     "loss)", self.name, len(late), len(shards), grace, ", ".join(late))
+        # their tasks run to the end of their batch; a new query's start or Spark's stop waits
+        deadline = time.monotonic() + realtime.batch_seconds() + 2
+        for run_id in run_ids:
+            wait_jobs_done(self.spark, run_id, max(0.1, deadline - time.monotonic()))
+        if not self._closed:
+            quiet_stop_noise(self.spark, False)
+        if self._counters is not None:
+            self._poll_realtime()
+            self._counters.reset()
 
     def _stop_realtime_at_acknowledged(self, q) -> None:
         """Stop a real-time query now and have it resume exactly where the target acknowledged.
@@ -548,12 +608,12 @@ class FlowReplicator:
 
         started = time.monotonic()
         quiet_stop_noise(self.spark, True)
-        run_id = _run_id(q)
+        run_ids = _run_ids(q)
         try:
             q.stop()
         except Exception as exc:
             log.debug("flow %s: stop: %s", self.name, exc)
-        problem = self._resume_at_acknowledged(run_id)
+        problem = self._resume_at_acknowledged(run_ids)
         if not self._closed:
             quiet_stop_noise(self.spark, False)
         if problem is None:
@@ -565,19 +625,22 @@ class FlowReplicator:
         self._poll_realtime()
         self._counters.reset()
 
-    def _resume_at_acknowledged(self, run_id: str | None) -> str | None:
-        """Once the real-time query ``run_id`` (stopped or failed) has no task left, have the flow
-        resume at its writers' acknowledged positions; returns why that could not be done, or None."""
+    def _resume_at_acknowledged(self, run_ids: list[str] | None) -> str | None:
+        """Once the real-time queries ``run_ids`` (stopped or failed) have no task left, have the
+        flow resume at its writers' acknowledged positions; returns why that could not be done, or None."""
         from replicator.datapath.spark import wait_jobs_done
 
-        if not run_id:
+        if not run_ids:
             return "its run id is unknown"
-        try:  # a stopped query's real-time tasks would otherwise read on to the end of their batch
-            self.spark.sparkContext.cancelJobGroup(run_id)
-        except Exception as exc:
-            log.debug("flow %s: cancelling the tasks of %s: %s", self.name, run_id, exc)
-        if not wait_jobs_done(self.spark, run_id, GRACEFUL_STOP_S):
-            return f"its tasks did not end within {GRACEFUL_STOP_S:.0f} s"
+        for run_id in run_ids:
+            try:  # a stopped query's real-time tasks would otherwise read on to the end of their batch
+                self.spark.sparkContext.cancelJobGroup(run_id)
+            except Exception as exc:
+                log.debug("flow %s: cancelling the tasks of %s: %s", self.name, run_id, exc)
+        deadline = time.monotonic() + GRACEFUL_STOP_S
+        for run_id in run_ids:
+            if not wait_jobs_done(self.spark, run_id, max(0.1, deadline - time.monotonic())):
+                return f"its tasks did not end within {GRACEFUL_STOP_S:.0f} s"
         problem = self._counters.flush_all(GRACEFUL_STOP_S)
         if problem is not None:
             return problem
@@ -643,8 +706,16 @@ class FlowReplicator:
                                        hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
             self.query = None
             self.failure = msg
+            if isinstance(q, realtime.ShardedQuery):
+                # the other shards still run: stopped now, all restart together from what is copied
+                from replicator.datapath.spark import quiet_stop_noise
+
+                quiet_stop_noise(self.spark, True)
+                q.stop()
+                if not self._closed:
+                    quiet_stop_noise(self.spark, False)
             if self.realtime and self._counters is not None and self._counters.available:
-                problem = self._resume_at_acknowledged(_run_id(q))
+                problem = self._resume_at_acknowledged(_run_ids(q))
                 if problem is not None:
                     log.info("flow %s: %s; the restart replays from the checkpoint", self.name, problem)
                 resume = ("restarting where the target acknowledged every record" if problem is None

@@ -56,6 +56,29 @@ def set_checkpoint_interval(seconds: float) -> None:
     REALTIME_BATCH = f"{seconds:g} seconds"
 
 
+#: How many real-time queries a flow's partitions are dealt over (``--real-time-shards``). Each
+#: query's checkpoint boundary pauses its tasks for ~0.1 s; the queries start a fraction of the
+#: interval apart, so a boundary pauses only its share of the partitions, and what piled up there
+#: is caught up by the cores the others leave (BENCHMARKS.md: the tail latency it takes off).
+REALTIME_SHARDS = int(os.environ.get("SPARKMIRROR_REALTIME_SHARDS", "3"))
+MAX_SHARDS = 16
+#: At most this far apart the shards' queries start: a boundary's pause and the catch-up after it
+#: take a few tenths of a second, so boundaries this far apart do not overlap, and the last shard
+#: of a long interval does not wait most of it before it copies anything.
+MAX_STAGGER_S = 1.5
+
+
+def stagger_seconds(shards: int) -> float:
+    """How long after one another a flow's real-time queries start."""
+    return min(batch_seconds() / max(1, shards), MAX_STAGGER_S) if shards > 1 else 0.0
+
+
+def set_shards(n: int) -> None:
+    """The number of real-time queries per flow in this process (the caller checked the range)."""
+    global REALTIME_SHARDS
+    REALTIME_SHARDS = int(n)
+
+
 def stop_wait_seconds(grace: float) -> float:
     """How long a clean stop waits for a real-time batch boundary: at least ``grace``, and long
     enough for one boundary to come (a stop at a boundary copies nothing twice on restart)."""
@@ -137,7 +160,130 @@ def _write_marker(flow_dir: Path, data: dict) -> None:
     os.replace(tmp, f)
 
 
+# -- shards: a flow's partitions over several real-time queries -----------------------------
+SHARD_PREFIX = "shard-"
+LAYOUT_FILE = "shards.json"
+
+
+def shard_assignment(assignment: dict[str, int], shards: int) -> list[dict[str, list[int]]]:
+    """A flow's partitions dealt round-robin over at most ``shards`` real-time queries (pure).
+
+    Round-robin over the sorted (topic, partition) pairs keeps the shards even whatever the
+    topics' sizes; each shard is the ``assign`` of one query."""
+    pairs = sorted((t, p) for t, n in assignment.items() for p in range(n))
+    k = max(1, min(int(shards), len(pairs)))
+    out: list[dict[str, list[int]]] = [{} for _ in range(k)]
+    for i, (topic, p) in enumerate(pairs):
+        out[i % k].setdefault(topic, []).append(p)
+    return out if pairs else []
+
+
+def shard_dir(ckpt: Path, index: int) -> Path:
+    return ckpt / f"{SHARD_PREFIX}{index}"
+
+
+def shard_dirs(ckpt: Path) -> list[Path]:
+    """The Spark checkpoints inside a real-time checkpoint: its shards', or the directory itself
+    when it is one checkpoint (written before there were shards)."""
+    if (ckpt / "offsets").is_dir():
+        return [ckpt]
+    try:
+        found = [d for d in ckpt.iterdir() if d.is_dir() and d.name.startswith(SHARD_PREFIX)
+                 and d.name[len(SHARD_PREFIX):].isdigit()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda d: int(d.name[len(SHARD_PREFIX):]))
+
+
+def read_layout(ckpt: Path) -> list[dict[str, list[int]]] | None:
+    """The shards a real-time checkpoint was started with, or None (none written, or unreadable)."""
+    try:
+        data = json.loads((ckpt / LAYOUT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    shards = data.get("shards") if isinstance(data, dict) else None
+    if not isinstance(shards, list):
+        return None
+    return [{str(t): sorted(int(p) for p in ps) for t, ps in sh.items()} for sh in shards if isinstance(sh, dict)]
+
+
+def write_layout(ckpt: Path, shards: list[dict[str, list[int]]]) -> None:
+    ckpt.mkdir(parents=True, exist_ok=True)
+    tmp = ckpt / (LAYOUT_FILE + ".tmp")
+    tmp.write_text(json.dumps({"shards": shards}, sort_keys=True))
+    os.replace(tmp, ckpt / LAYOUT_FILE)
+
+
+def layout_matches(ckpt: Path, shards: list[dict[str, list[int]]]) -> bool:
+    """Whether the checkpoint's shards hold exactly these partitions, each in the same shard: only
+    then can each query resume from its own checkpoint."""
+    if (ckpt / "offsets").is_dir():
+        return False  # one checkpoint for every partition, from before there were shards
+    have = read_layout(ckpt)
+    want = [{t: sorted(ps) for t, ps in sh.items()} for sh in shards]
+    return have == want
+
+
+def lay_out_shards(flow_dir: Path, shards: list[dict[str, list[int]]],
+                   handover: dict[str, dict[str, int]] | None) -> dict[str, dict[str, int]] | None:
+    """Make a flow's real-time checkpoint hold one Spark checkpoint per shard of ``shards``.
+
+    A checkpoint whose shards held other partitions (topics that appeared or grew, another
+    --real-time-shards, one checkpoint from before there were shards) cannot be resumed query by
+    query. Its shards' newest committed offsets (over ``handover`` or the start written down) are
+    then written down as the start of the new shards, as for a change of path, and returned; so
+    nothing is skipped. None: every shard resumes from its own checkpoint, or none has one.
+    """
+    ckpt = checkpoint_dir(flow_dir, REAL_TIME)
+    if layout_matches(ckpt, shards):
+        return None
+    resume = None
+    if has_batches(ckpt):
+        marker = read_marker(flow_dir).get("start")
+        resume = resume_base(ckpt, handover or (marker if isinstance(marker, dict) else {}))
+        restart_from(flow_dir, REAL_TIME, resume)
+    elif ckpt.exists():
+        shutil.rmtree(ckpt)
+    write_layout(ckpt, shards)
+    return resume
+
+
+def _merge(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+    for topic, per in more.items():
+        into.setdefault(topic, {}).update(per)
+
+
+def _first_entry(ckpt: Path) -> dict[str, dict[str, int]] | None:
+    """Where a checkpoint's first batch began: everything before it was copied before it started."""
+    offsets = ckpt / "offsets"
+    if not offsets.is_dir():
+        return None
+    first = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    return _offset_entry(offsets / str(first[0])) if first else None
+
+
 def committed_offsets(ckpt: Path, real_time: bool = False) -> dict[str, dict[str, int]] | None:
+    """Source offsets before which everything was copied, by the checkpoint; or None.
+
+    A real-time checkpoint holds one Spark checkpoint per shard: each shard's partitions are
+    where its newest committed batch ended, or, before it committed one, where its first batch
+    began; None when a shard has no batch at all (then the flow's written-down start says).
+    """
+    if real_time and not (ckpt / "offsets").is_dir():
+        shards = shard_dirs(ckpt)
+        if not shards:
+            return None
+        out: dict[str, dict[str, int]] = {}
+        for d in shards:
+            part = _committed_offsets(d, True) or _first_entry(d)
+            if part is None:
+                return None
+            _merge(out, part)
+        return out
+    return _committed_offsets(ckpt, real_time)
+
+
+def _committed_offsets(ckpt: Path, real_time: bool = False) -> dict[str, dict[str, int]] | None:
     """Source offsets before which a committed batch copied everything, or None.
 
     A micro-batch's offset-log entry is where the batch ended: the newest committed one.
@@ -181,23 +327,22 @@ def _offset_entry(entry: Path) -> dict[str, dict[str, int]] | None:
 def resume_base(ckpt: Path, started: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """The offsets a real-time query has surely copied up to, before its writers' positions are
     laid over them: its newest committed batch's, else its first batch's start (a checkpoint
-    restarts there whatever startingOffsets says), else where this run started it."""
-    committed = committed_offsets(ckpt, real_time=True)
-    if committed is not None:
-        return committed
-    offsets = ckpt / "offsets"
-    if offsets.is_dir():
-        first = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
-        if first:
-            entry = _offset_entry(offsets / str(first[0]))
-            if entry is not None:
-                return entry
-    return started
+    restarts there whatever startingOffsets says), else where this run started it; shard by shard."""
+    out = {t: dict(per) for t, per in started.items()}
+    for d in shard_dirs(ckpt):
+        part = _committed_offsets(d, real_time=True) or _first_entry(d)
+        if part is not None:
+            _merge(out, part)
+    return out
 
 
 def has_batches(ckpt: Path) -> bool:
-    offsets = ckpt / "offsets"
-    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+    """Whether Spark planned a batch in the checkpoint (in any of a real-time checkpoint's shards)."""
+    for d in [ckpt] + [d for d in shard_dirs(ckpt) if d != ckpt]:
+        offsets = d / "offsets"
+        if offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir()):
+            return True
+    return False
 
 
 def restart_from(flow_dir: Path, path: str, start: dict[str, dict[str, int]]) -> None:
@@ -318,6 +463,22 @@ def starting_offsets_json(start: dict[str, dict[str, int]], assignment: dict[str
     return json.dumps(out)
 
 
+def shard_starting_offsets(starting: str, shard: dict[str, list[int]]) -> str:
+    """A flow's ``startingOffsets`` cut down to one shard's partitions (Spark wants exactly the
+    assigned ones); a partition it does not name starts at its earliest offset (-2), as MM2 does."""
+    try:
+        data = json.loads(starting)
+    except (TypeError, ValueError):
+        return starting
+    if not isinstance(data, dict):
+        return starting
+    out = {}
+    for topic, ps in sorted(shard.items()):
+        per = data.get(topic) if isinstance(data.get(topic), dict) else {}
+        out[topic] = {str(p): int(per.get(str(p), -2)) for p in sorted(ps)}
+    return json.dumps(out)
+
+
 # -- the JVM writer ----------------------------------------------------------------------------
 def writer_available() -> str | None:
     """None when real-time mode and its writer can be had here, else why not."""
@@ -423,6 +584,83 @@ def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, pro
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)
     return w.start()
+
+
+def _end_offsets(progress) -> dict:
+    try:
+        end = progress["sources"][0].get("endOffset")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return {}
+    if isinstance(end, str):
+        try:
+            end = json.loads(end)
+        except ValueError:
+            return {}
+    return end if isinstance(end, dict) else {}
+
+
+class ShardedQuery:
+    """A flow's real-time queries, one per shard, seen by the flow as one streaming query.
+
+    It is active while every shard is; its exception is the first shard's that failed (the flow
+    then stops the others and restarts them all); its progress is the slowest shard's batch
+    (so a batch that hangs in any shard is reported) with every shard's end offsets and input rows.
+    """
+
+    def __init__(self, queries: list) -> None:
+        self.queries = list(queries)
+
+    @property
+    def isActive(self) -> bool:
+        return all(q.isActive for q in self.queries)
+
+    def exception(self):
+        ended = None
+        for q in self.queries:
+            if q.isActive:
+                continue
+            exc = q.exception()
+            if exc is not None:
+                return exc
+            ended = ended or q
+        if ended is not None and any(q.isActive for q in self.queries):
+            # one shard ended without an error while the others run: its partitions are not
+            # being copied, so the flow must restart them all
+            return RuntimeError(f"real-time query {getattr(ended, 'name', '?')} ended by itself")
+        return None
+
+    def stop(self) -> None:
+        for q in self.queries:
+            try:
+                q.stop()
+            except Exception as exc:  # a failed or stopped shard; the others still stop
+                log.debug("stopping %s: %s", getattr(q, "name", "a real-time query"), exc)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [str(q.runId) for q in self.queries]
+
+    @property
+    def lastProgress(self):
+        progs = [q.lastProgress for q in self.queries]
+        if not progs or any(p is None for p in progs):
+            return None
+        slowest = min(progs, key=lambda p: p.get("batchId") if p.get("batchId") is not None else -1)
+        merged = dict(slowest)
+        end: dict[str, dict[str, int]] = {}
+        for p in progs:
+            for topic, per in _end_offsets(p).items():
+                if isinstance(per, dict):
+                    end.setdefault(topic, {}).update(per)
+        merged["numInputRows"] = sum(int(p.get("numInputRows") or 0) for p in progs)
+        source = dict(slowest["sources"][0]) if slowest.get("sources") else {}
+        source["endOffset"] = end
+        merged["sources"] = [source]
+        return merged
+
+    @property
+    def status(self):
+        return self.queries[0].status
 
 
 class Counters:
