@@ -169,17 +169,21 @@ def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_
     assert realtime.batch_seconds() == 7.5 and realtime.stop_wait_seconds(10.0) == 10.0
 
 
-@pytest.mark.parametrize("seconds", [4.9, 0, -5, float("nan"), float("inf")])
-def test_checkpoint_interval_below_sparks_minimum_is_a_usage_error(monkeypatch, seconds):
-    from replicator.commands.replicate import _set_checkpoint_interval
+@pytest.mark.parametrize("setter, attr, value, flag", [
+    *[("_set_checkpoint_interval", "REALTIME_BATCH", seconds, "--real-time-checkpoint-interval")
+      for seconds in (4.9, 0, -5, float("nan"), float("inf"))],  # below Spark's minimum, or no number
+    *[("_set_shards", "REALTIME_SHARDS", n, "--real-time-shards") for n in (0, -1, realtime.MAX_SHARDS + 1)],
+])
+def test_real_time_options_out_of_range_are_a_usage_error(monkeypatch, setter, attr, value, flag):
+    from replicator.commands import replicate
     from sparkmirror.errors import UsageError
 
-    monkeypatch.setattr(realtime, "REALTIME_BATCH", realtime.REALTIME_BATCH)
-    before = realtime.REALTIME_BATCH
+    monkeypatch.setattr(realtime, attr, getattr(realtime, attr))
+    before = getattr(realtime, attr)
     with pytest.raises(UsageError) as info:
-        _set_checkpoint_interval(seconds)
-    assert info.value.exit_code == 2 and "--real-time-checkpoint-interval" in str(info.value)
-    assert realtime.REALTIME_BATCH == before
+        getattr(replicate, setter)(value)
+    assert info.value.exit_code == 2 and flag in str(info.value)
+    assert getattr(realtime, attr) == before
 
 
 def test_a_stopped_query_resumes_at_the_acknowledged_positions_over_its_checkpoint(tmp_path):

@@ -9,14 +9,7 @@ import pytest
 
 from replicator.datapath import realtime
 from replicator.datapath.realtime import REAL_TIME
-
-
-def _batch(ckpt, n, offsets, committed=True):
-    (ckpt / "offsets").mkdir(parents=True, exist_ok=True)
-    (ckpt / "commits").mkdir(parents=True, exist_ok=True)
-    (ckpt / "offsets" / str(n)).write_text('v1\n{"batchWatermarkMs":0,"conf":{}}\n' + json.dumps(offsets) + "\n")
-    if committed:
-        (ckpt / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+from tests.unit.test_realtime_path import _batch  # one Spark offset-log and commit-log entry
 
 
 def test_partitions_are_dealt_round_robin_and_evenly():
@@ -143,19 +136,6 @@ def test_one_failed_or_ended_shard_fails_them_all():
     assert "ended by itself" in str(ended.exception())
     # all stopped (by the flow): nothing to report
     assert realtime.ShardedQuery([_Query("a", 1, {}, active=False)]).exception() is None
-
-
-@pytest.mark.parametrize("n", [0, -1, realtime.MAX_SHARDS + 1])
-def test_shards_out_of_range_are_a_usage_error(monkeypatch, n):
-    from replicator.commands.replicate import _set_shards
-    from sparkmirror.errors import UsageError
-
-    monkeypatch.setattr(realtime, "REALTIME_SHARDS", realtime.REALTIME_SHARDS)
-    before = realtime.REALTIME_SHARDS
-    with pytest.raises(UsageError) as info:
-        _set_shards(n)
-    assert info.value.exit_code == 2 and "--real-time-shards" in str(info.value)
-    assert realtime.REALTIME_SHARDS == before
 
 
 def test_queries_start_apart_but_never_far(monkeypatch):
