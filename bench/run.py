@@ -220,8 +220,8 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
     "sparkmirror-cp15": (("smf", "drf"), ["--real-time-checkpoint-interval", "15"], {}),
     "sparkmirror-cp30": (("smc", "drc"), ["--real-time-checkpoint-interval", "30"], {}),
-    # the default with one real-time query for all of a flow's partitions, or six, instead of three
-    "sparkmirror-shards1": (("smo", "dro"), ["--real-time-shards", "1"], {}),
+    # the default with a flow's partitions dealt over three or six real-time queries instead of one
+    "sparkmirror-shards3": (("smo", "dro"), ["--real-time-shards", "3"], {}),
     "sparkmirror-shards6": (("sms", "drs"), ["--real-time-shards", "6"], {}),
     "sparkmirror-kafka": (("smk", "drk"), ["--source", "kafka"], {}),  # Spark's Kafka source + Arrow writer
     "sparkmirror-eos": (("sme", "dre"), [], {"dre.exactly.once.source.support": "enabled"}),

@@ -47,10 +47,9 @@ def register(sub) -> None:
                         "copies again up to that many seconds of records (a clean stop resumes exactly where the "
                         "target acknowledged; on a cluster it waits up to that long for the next checkpoint)")
     p.add_argument("--real-time-shards", type=int, default=None, metavar="N",
-                   help="how many real-time queries a flow's partitions are dealt over (default 3, at most 16; "
-                        "never more than the partitions). The queries checkpoint a fraction of the interval "
-                        "apart, so each checkpoint pauses only its share of the partitions; 1 is one query "
-                        "for all of them")
+                   help="how many real-time queries a flow's partitions are dealt over (default 1, at most 16; "
+                        "never more than the partitions). The queries start up to 1.5 s apart and checkpoint "
+                        "apart, so each checkpoint pauses only its share of the partitions")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", dest="spark_conf",
                    help="a Spark setting for the replicator's session, as spark-submit --conf (repeatable), "
                         "e.g. --conf spark.sql.execution.arrow.maxRecordsPerBatch=20000")

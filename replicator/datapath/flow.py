@@ -426,10 +426,11 @@ class FlowReplicator:
             raise
         self.query = realtime.ShardedQuery(queries)
         metrics().started(self.name, self.partitions)
-        log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition, "
-                 "%d %s checkpointing every %s, %.1f s apart), checkpoint %s", self.name, len(self.assignment),
-                 self.partitions, self.flow.target, len(shards), "query" if len(shards) == 1 else "queries",
-                 realtime.REALTIME_BATCH, realtime.stagger_seconds(len(shards)), ckpt)
+        spread = ("" if len(shards) == 1 else
+                  f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards)):.1f} s apart")
+        log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
+                 "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
+                 self.flow.target, spread, realtime.REALTIME_BATCH, ckpt)
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
         """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""

@@ -57,10 +57,11 @@ def set_checkpoint_interval(seconds: float) -> None:
 
 
 #: How many real-time queries a flow's partitions are dealt over (``--real-time-shards``). Each
-#: query's checkpoint boundary pauses its tasks for ~0.1 s; the queries start a fraction of the
-#: interval apart, so a boundary pauses only its share of the partitions, and what piled up there
-#: is caught up by the cores the others leave (BENCHMARKS.md: the tail latency it takes off).
-REALTIME_SHARDS = int(os.environ.get("SPARKMIRROR_REALTIME_SHARDS", "3"))
+#: query's checkpoint boundary pauses its tasks for ~0.1 s; with several, the queries start apart,
+#: so a boundary pauses only its share of the partitions, and what piled up there is caught up
+#: with the cores the others leave. One by default until a bench run on a quiet machine shows
+#: what more take off the tail (bench/NOTES.md).
+REALTIME_SHARDS = int(os.environ.get("SPARKMIRROR_REALTIME_SHARDS", "1"))
 MAX_SHARDS = 16
 #: At most this far apart the shards' queries start: a boundary's pause and the catch-up after it
 #: take a few tenths of a second, so boundaries this far apart do not overlap, and the last shard

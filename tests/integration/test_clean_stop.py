@@ -155,7 +155,7 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
     assert duplicates == 0, f"{duplicates} records copied twice"
 
 
-@pytest.mark.parametrize("interval", [None, 30], ids=["default-interval", "30s-interval"])
+@pytest.mark.parametrize("interval", [None, 30], ids=["default-interval", "30s-interval-3-queries"])
 def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clusters, unique, tmp_path, interval):
     """--data-path auto: a flow far behind at start catches up in micro-batches (more records per
     second) and switches to real time once caught up, where it left off (no record copied twice).
@@ -171,7 +171,9 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     produce(primary, topic, ({"key": None, "value": str(i).encode(), "partition": i % 2} for i in range(backlog)))
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
     producer = NumberedProducer(primary, topic, 2, rate=200.0, first_id=backlog)
-    extra = ["--data-path", "auto"] + ([] if interval is None else ["--real-time-checkpoint-interval", str(interval)])
+    # the 30-s variant also deals the partitions over three real-time queries, stopped together
+    extra = ["--data-path", "auto"] + ([] if interval is None else ["--real-time-checkpoint-interval", str(interval),
+                                                                    "--real-time-shards", "3"])
     grace = GRACE_S  # not the checkpoint interval: the stop does not wait for a checkpoint
     rep = Replicator(config, tmp_path / "ckpt", tmp_path / "first.log", extra_args=extra).start()
     try:

@@ -30,6 +30,9 @@ PATHS = {
     "micro-batch": (["--max-records-per-batch", "5000"], KILLS_CATCH_UP, KILLS_STEADY),
     # records copied as they come, offsets checkpointed every 5 s ("batch" lines)
     "real-time": (["--data-path", "real-time"], KILLS_CATCH_UP, KILLS_STEADY),
+    # the partitions over three real-time queries (their own checkpoints); the last run takes the
+    # default (one query), so it also resumes a checkpoint laid out for other shards
+    "real-time-3-queries": (["--data-path", "real-time", "--real-time-shards", "3"], KILLS_CATCH_UP, KILLS_STEADY),
 }
 
 
