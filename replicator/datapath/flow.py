@@ -89,13 +89,10 @@ def summarize_spark_error(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def _run_ids(query) -> list[str] | None:
-    """The run ids (Spark job groups) of a streaming query, or of each of a flow's real-time
-    queries; None when the JVM cannot say."""
+def _run_ids(query: realtime.ShardedQuery) -> list[str] | None:
+    """The run ids (Spark job groups) of a flow's real-time queries; None when the JVM cannot say."""
     try:
-        if isinstance(query, realtime.ShardedQuery):
-            return query.run_ids
-        return [str(query.runId)]
+        return query.run_ids
     except Exception:
         return None
 
@@ -548,7 +545,7 @@ class FlowReplicator:
         duplicates, never loss)."""
         from replicator.datapath.spark import quiet_stop_noise, wait_jobs_done
 
-        shards = q.queries if isinstance(q, realtime.ShardedQuery) else [q]
+        shards = q.queries
         grace = stop_grace(True, local=False)
         deadline = time.monotonic() + grace
         waiting = [(sq, _progress_batch(sq)) for sq in shards]

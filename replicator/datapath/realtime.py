@@ -263,6 +263,12 @@ def _first_entry(ckpt: Path) -> dict[str, dict[str, int]] | None:
     return _offset_entry(offsets / str(first[0])) if first else None
 
 
+def _shard_resume(shard: Path) -> dict[str, dict[str, int]] | None:
+    """Where one real-time shard's checkpoint has surely copied up to: its newest committed
+    batch's end, else its first batch's start; None before it planned a batch."""
+    return _committed_offsets(shard, real_time=True) or _first_entry(shard)
+
+
 def committed_offsets(ckpt: Path, real_time: bool = False) -> dict[str, dict[str, int]] | None:
     """Source offsets before which everything was copied, by the checkpoint; or None.
 
@@ -276,7 +282,7 @@ def committed_offsets(ckpt: Path, real_time: bool = False) -> dict[str, dict[str
             return None
         out: dict[str, dict[str, int]] = {}
         for d in shards:
-            part = _committed_offsets(d, True) or _first_entry(d)
+            part = _shard_resume(d)
             if part is None:
                 return None
             _merge(out, part)
@@ -331,7 +337,7 @@ def resume_base(ckpt: Path, started: dict[str, dict[str, int]]) -> dict[str, dic
     restarts there whatever startingOffsets says), else where this run started it; shard by shard."""
     out = {t: dict(per) for t, per in started.items()}
     for d in shard_dirs(ckpt):
-        part = _committed_offsets(d, real_time=True) or _first_entry(d)
+        part = _shard_resume(d)
         if part is not None:
             _merge(out, part)
     return out
