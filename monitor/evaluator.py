@@ -231,7 +231,15 @@ def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings 
 # --- partitions ----------------------------------------------------------------
 
 def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str,
-               settings: EvaluatorSettings) -> PartitionResult:
+               settings: EvaluatorSettings, resumed_at: float | None = None) -> PartitionResult:
+    """One partition's figures and status.
+
+    ``resumed_at``: when the flow's heartbeats last began to arrive again after a silence
+    longer than the timeout (the replicator stopped, or not started yet). The trend rules
+    (STALL, growing lag) judge a running replicator, so they count only the samples taken
+    since: a restarted replicator has a full window to move each partition, where samples
+    from its stop would call a partition it has not reached yet STALL at once.
+    """
     position = part.position.offset
     lag = lagmath.records_lag(position, part.source_start, part.source_end)
     lag, lag_seconds, oldest_ms = _seconds_lag(part, lag, now)
@@ -243,6 +251,8 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     reasons: list[str] = []
     window = list(part.window)
     full = len(window) >= max(2, settings.window)
+    trend = window if resumed_at is None else [s for s in window if s[AT] > resumed_at]
+    trend_full = len(trend) >= max(2, settings.window)
     held = None
     if lost_records:
         status = ERR
@@ -267,15 +277,15 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     elif stopped:
         status = STOP
         reasons.append(f"{lag} records to copy and {stop_reason}")
-    elif full and all(s[POSITION] == position and s[LAG] for s in window):
+    elif trend_full and all(s[POSITION] == position and s[LAG] for s in trend):
         status = STALL
-        reasons.append(f"replicated position {position} unchanged for {window[-1][AT] - window[0][AT]:.0f}s "
-                       f"({len(window)} refreshes) with {lag} records to copy")
-    elif full and all(s[LAG] is not None for s in window) and window[-1][LAG] > window[0][LAG] and all(
-            b[LAG] >= a[LAG] for a, b in zip(window, window[1:])):
+        reasons.append(f"replicated position {position} unchanged for {trend[-1][AT] - trend[0][AT]:.0f}s "
+                       f"({len(trend)} refreshes) with {lag} records to copy")
+    elif trend_full and all(s[LAG] is not None for s in trend) and trend[-1][LAG] > trend[0][LAG] and all(
+            b[LAG] >= a[LAG] for a, b in zip(trend, trend[1:])):
         status = WARN
-        reasons.append(f"lag grew in each of the last {len(window)} refreshes "
-                       f"({window[0][LAG]} -> {window[-1][LAG]} records)")
+        reasons.append(f"lag grew in each of the last {len(trend)} refreshes "
+                       f"({trend[0][LAG]} -> {trend[-1][LAG]} records)")
     else:
         status = OK
     pace = catchup.partition(_window_ends(window), lag)
@@ -538,6 +548,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
     if stopped:
         statuses.append(STOP)
         reasons.append(f"replication stopped: {stop_reason}")
+    resumed_at = hb.resumed_after(timeout) if w.heartbeats_expected else None
     heartbeat = HeartbeatResult(w.heartbeats_topic, w.heartbeats_expected, timeout, age, hb.newest_ms,
                                 hb.received_total, list(hb.bucket_counts), hb.latency_sum, hb.latency_count,
                                 hb.last_latency, stopped, arrival_age)
@@ -555,7 +566,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
             result.read_at = p.read_at
             kept[key] = hit  # the same objects: nothing new for the garbage collector to follow
         else:
-            result = _partition(p, now, stopped, stop_reason, settings)
+            result = _partition(p, now, stopped, stop_reason, settings, resumed_at)
             if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
                 kept[key] = (signature, result)
                 built += 1

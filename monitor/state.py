@@ -165,6 +165,21 @@ class HeartbeatState:
     latency_count: int = 0
     last_latency: float | None = None
     pairs: dict[tuple[str, str], int] = field(default_factory=dict)  # (source, target) -> newest ms
+    # Arrivals that ended a silence, as (arrival, seconds of silence before it; the first counted
+    # from the monitor's start), oldest first. Each silence is longer than every later one, so the
+    # newest arrival after a silence longer than any timeout is the last such entry.
+    silences: list[tuple[float, float]] = field(default_factory=list)
+
+    def resumed_after(self, timeout: float) -> float | None:
+        """When heartbeats last began to arrive again after a silence longer than ``timeout``."""
+        for arrival, silence in reversed(self.silences):
+            if silence > timeout:
+                return arrival
+        return None
+
+
+#: ``HeartbeatState.silences`` kept: the oldest (the longest) go first when there are more.
+SILENCES_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -328,6 +343,16 @@ class MonitorState:
         pair = (heartbeat.source, heartbeat.target)
         hb.pairs[pair] = max(hb.pairs.get(pair, heartbeat.timestamp_ms), heartbeat.timestamp_ms)
         arrival = append_time if append_time is not None else heartbeat.timestamp_ms / 1000.0
+        # A heartbeat that arrived before the monitor started counts as arrived at its start (as
+        # for the STOP rule), so the first silence is counted from the start.
+        previous = max(hb.last_arrival_at or self.started_at, self.started_at)
+        at = max(arrival, self.started_at)
+        if at > previous:
+            silence = at - previous
+            while hb.silences and hb.silences[-1][1] <= silence:
+                hb.silences.pop()
+            hb.silences.append((at, silence))
+            del hb.silences[:-SILENCES_KEPT]
         hb.last_arrival_at = arrival if hb.last_arrival_at is None else max(hb.last_arrival_at, arrival)
         if append_time is None:
             return

@@ -201,6 +201,57 @@ def test_stall_when_position_does_not_move_for_the_window_with_lag():
     assert run(state, clock).flows[0].status == "STALL"
 
 
+def test_a_replicator_that_comes_back_gets_a_full_window_before_stall_or_growing_lag():
+    # The replicator is down (or not started yet): no heartbeat for longer than the timeout, the
+    # position does not move and the lag grows. That is STOP, not STALL.
+    state, clock = make_state()
+    for i in range(12):
+        offsets(state, clock, end=20 + i, target_end=10, sync=(0, 0))
+        clock.now += 1
+    assert only_partition(run(state, clock)).status == "STOP"
+    # It starts: heartbeats arrive again, and it has not reached this partition yet. The samples
+    # taken while it was down say nothing about the running replicator: it is not STALL, and the
+    # lag that grew meanwhile is no growing-lag WARN.
+    for _ in range(3):
+        beat(state, clock)
+        offsets(state, clock, end=32, target_end=10, sync=(0, 0))
+        p = only_partition(run(state, clock))
+        assert (p.status, p.reasons) == ("OK", [])
+        clock.now += 1
+    # A full window since it came back without the position moving: STALL.
+    beat(state, clock)
+    offsets(state, clock, end=32, target_end=10, sync=(0, 0))
+    p = only_partition(run(state, clock))
+    assert p.status == "STALL" and "unchanged for 2s (3 refreshes)" in p.reasons[0]
+
+
+def test_only_a_silence_longer_than_the_timeout_restarts_the_trend_window():
+    # Heartbeats every second, then one 8-s gap (a long micro-batch): under the 10-s timeout, so
+    # the flow never stopped and its samples from before the gap still count.
+    state, clock = make_state()
+    for i in range(3):
+        beat(state, clock)
+        offsets(state, clock, end=20, target_end=10, sync=(0, 0))
+        clock.now += 1 if i < 2 else 8
+    beat(state, clock)
+    assert only_partition(run(state, clock)).status == "STALL"
+    hb = state.flows[FLOW].heartbeat
+    assert hb.resumed_after(10.0) is None and hb.resumed_after(5.0) == clock.now
+
+
+def test_heartbeat_silences_keep_the_newest_arrival_after_each_longer_silence():
+    state, clock = make_state()
+    for gap in (12, 1, 3, 1, 1, 2):  # arrivals at +12, +13, +16, +17, +18, +20
+        clock.now += gap
+        beat(state, clock)
+    hb = state.flows[FLOW].heartbeat
+    assert hb.silences == [(T0 + 12, 12), (T0 + 16, 3), (T0 + 20, 2)]
+    assert hb.resumed_after(10) == T0 + 12 and hb.resumed_after(2.5) == T0 + 16
+    assert hb.resumed_after(1.5) == T0 + 20 and hb.resumed_after(20) is None
+    state.add_heartbeat(FLOW, Heartbeat("b", "a", int((clock.now - 5) * 1000)), None)  # an older one, read later
+    assert hb.silences[-1] == (T0 + 20, 2)
+
+
 def test_warn_when_lag_grows_in_every_refresh_while_moving():
     state, clock = make_state()
     for i in range(3):
