@@ -24,16 +24,17 @@ KILLS_STEADY = 2  # while a producer keeps writing
 BACKLOG = 100_000
 
 
-#: per data path: the arguments of the killed runs, and how many kills during catch-up / steady
+#: per data path: the arguments of the killed runs
 PATHS = {
     # capped batches, so that the catch-up takes many and kills land inside them
-    "micro-batch": (["--max-records-per-batch", "5000"], KILLS_CATCH_UP, KILLS_STEADY),
+    "micro-batch": ["--max-records-per-batch", "5000"],
     # records copied as they come, offsets checkpointed every 5 s ("batch" lines)
-    "real-time": (["--data-path", "real-time"], KILLS_CATCH_UP, KILLS_STEADY),
-    # the partitions over three real-time queries (their own checkpoints); the last run takes the
-    # default (one query), so it also resumes a checkpoint laid out for other shards
-    "real-time-3-queries": (["--data-path", "real-time", "--real-time-shards", "3"], KILLS_CATCH_UP, KILLS_STEADY),
+    "real-time": ["--data-path", "real-time"],
 }
+#: real-time queries of each killed run: kills land with one query and with the partitions dealt
+#: over three (each with its own checkpoint), and the runs after a change resume a checkpoint laid
+#: out for the other number (the last run takes the default, one query)
+REALTIME_SHARDS = [1, 3, 3, 1]
 
 
 @pytest.mark.timeout(1200)  # five Spark start-ups; about 1.5 minutes on an idle 2-core machine
@@ -51,16 +52,18 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
     produce(primary, topic, ({"key": str(i % 97).encode(), "value": str(i).encode(), "partition": i % 6}
                              for i in range(BACKLOG)), **{"linger.ms": 50, "enable.idempotence": True})
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
-    args, kills_catch_up, kills_steady = PATHS[path]
     rng = random.Random(unique)
     kills = []
     producer = NumberedProducer(primary, topic, 6, first_id=BACKLOG)
     rep = None
     try:
-        for round_ in range(kills_catch_up + kills_steady):
-            phase = "catch-up" if round_ < kills_catch_up else "steady"
+        for round_ in range(KILLS_CATCH_UP + KILLS_STEADY):
+            phase = "catch-up" if round_ < KILLS_CATCH_UP else "steady"
             if phase == "steady" and not producer.is_alive():
                 producer.start()
+            args = PATHS[path]
+            if path == "real-time":
+                args = [*args, "--real-time-shards", str(REALTIME_SHARDS[round_])]
             rep = Replicator(config, tmp_path / "ck", tmp_path / f"replicator-{round_}.log", args).start()
             started = time.monotonic()
             if rng.random() < 0.2:  # during start-up: before or while the query starts
@@ -73,7 +76,7 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
                 moment = f"after batch {batches - 1} + {time.monotonic() - started:.1f} s"
             assert rep.running(), rep.log()[-3000:]
             rep.kill9()
-            kills.append({"round": round_, "phase": phase, "moment": moment,
+            kills.append({"round": round_, "phase": phase, "moment": moment, "args": args,
                           "after_start_s": round(time.monotonic() - started, 1),
                           "batches_logged": rep.log().count(" records, "),
                           "on_target_at_kill": _end_offsets_sum(dr, mirror),
