@@ -236,9 +236,10 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
 
     ``resumed_at``: when the flow's heartbeats last began to arrive again after a silence
     longer than the timeout (the replicator stopped, or not started yet). The trend rules
-    (STALL, growing lag) judge a running replicator, so they count only the samples taken
-    since: a restarted replicator has a full window to move each partition, where samples
-    from its stop would call a partition it has not reached yet STALL at once.
+    (STALL, growing lag) and the catch-up rates judge a running replicator, so they count
+    only the samples taken since: a restarted replicator has a full window to move each
+    partition, where samples from its stop would call a partition it has not reached yet
+    STALL at once, and its copy rate would include the time it was down.
     """
     position = part.position.offset
     lag = lagmath.records_lag(position, part.source_start, part.source_end)
@@ -288,7 +289,7 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
                        f"({trend[0][LAG]} -> {trend[-1][LAG]} records)")
     else:
         status = OK
-    pace = catchup.partition(_window_ends(window), lag)
+    pace = catchup.partition(_window_ends(trend), lag)
     return PartitionResult(part.topic, part.partition, part.target_topic, status, reasons, part.source_start,
                            part.source_end, part.target_end, position, part.position.basis, lag, lag_seconds,
                            oldest_ms, lost_records, part.read_at, open_transaction=held is not None,
