@@ -92,7 +92,7 @@ def _set_shards(n: int) -> None:
 
     if not 1 <= n <= realtime.MAX_SHARDS:
         raise UsageError(f"--real-time-shards {n}: must be between 1 and {realtime.MAX_SHARDS}",
-                         hint="for example --real-time-shards 3 (the default)")
+                         hint="for example --real-time-shards 3 (the default is 1)")
     realtime.set_shards(n)
 
 
