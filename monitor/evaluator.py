@@ -252,7 +252,9 @@ def _partition(part: PartitionState, now: float, stopped: bool, stop_reason: str
     reasons: list[str] = []
     window = list(part.window)
     full = len(window) >= max(2, settings.window)
-    trend = window if resumed_at is None else [s for s in window if s[AT] > resumed_at]
+    # (a copy only while the window still reaches back past the resumption: evaluated for every partition)
+    trend = window if resumed_at is None or not window or window[0][AT] > resumed_at \
+        else [s for s in window if s[AT] > resumed_at]
     trend_full = len(trend) >= max(2, settings.window)
     held = None
     if lost_records:
