@@ -25,8 +25,7 @@ from tests.support.spark_cluster import SparkStandalone
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-BACKLOG = 3_000  # per topic, written before the replicator starts
-LIVE = 300  # per topic, written while it runs
+LIVE = 300  # per source topic, written while the replicator runs
 
 
 @pytest.fixture(scope="module")
@@ -57,49 +56,6 @@ def _wait_for(bootstrap: str, topic: str, expected: int, timeout: float = 180.0)
             return got
         time.sleep(2)
     return got
-
-
-def test_replication_over_a_standalone_cluster_is_exact_and_uses_both_workers(private_kafka_clusters, spark_cluster,
-                                                                              unique, tmp_path):
-    primary, dr = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap
-    topics = [f"cluster{i}-{unique}" for i in range(3)]
-    base_ms = int(time.time() * 1000) - 3_600_000
-    for i, topic in enumerate(topics):
-        create_topic(primary, topic, 1)
-        produce(primary, topic, _records(i, 0, BACKLOG, base_ms))
-    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": "|".join(topics)})
-    rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log",
-                     ["--master", spark_cluster.url]).start()
-    try:
-        for topic in topics:
-            assert len(_wait_for(dr, f"primary.{topic}", BACKLOG)) >= BACKLOG, rep.log()[-3000:]
-        for i, topic in enumerate(topics):
-            produce(primary, topic, _records(i, BACKLOG, LIVE, base_ms))
-        mirrored = {t: _wait_for(dr, f"primary.{t}", BACKLOG + LIVE) for t in topics}
-        assert rep.running(), rep.log()[-3000:]
-    finally:
-        rep.terminate()
-    log = rep.log()
-    syncs = [OffsetSync.decode(m.key(), m.value()) for m in consume_all(primary, "mm2-offset-syncs.dr.internal")]
-    checked = 0
-    for topic in topics:
-        source = consume_all(primary, topic)
-        target = mirrored[topic]
-        assert [_identity(m) for m in target] == [_identity(m) for m in source], f"{topic} differs on the target"
-        by_offset = {m.offset(): m for m in target}
-        topic_syncs = [s for s in syncs if s.topic == topic]
-        assert topic_syncs, f"no offset-syncs for {topic}"
-        for s in topic_syncs:
-            assert _identity(source[s.upstream_offset]) == _identity(by_offset[s.downstream_offset]), s
-            checked += 1
-    # the default path: the application waited for its executors' cores (2 x 2) and runs real time
-    assert "4 task slots (2 executors registered)" in log, log[-3000:]
-    assert "in real time (one task per partition" in log, log[-3000:]
-    # the executors ran under both Workers, in processes other than the driver
-    tasks = spark_cluster.tasks_per_worker()
-    assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}\n{log[-3000:]}"
-    print(f"standalone cluster: {len(topics)} topics x {BACKLOG + LIVE} records exact, {checked} offset-syncs "
-          f"checked, tasks per worker {tasks}")
 
 
 CATCH_UP = 200_000
@@ -244,17 +200,28 @@ def third_cluster(tmp_path_factory):
     cluster.stop()
 
 
+def _partitioned(prefix: str, first: int, count: int, base_ms: int):
+    for i in range(first, first + count):
+        yield {"key": str(i).encode(), "value": f"{prefix}{i}".encode(), "partition": i % 2,
+               "headers": [("n", str(i).encode()), ("from", prefix.encode())], "timestamp": base_ms + i}
+
+
 def test_three_clusters_three_flows_in_one_application(private_kafka_clusters, third_cluster, spark_cluster, unique,
                                                        tmp_path):
     """Flows a->b, a->c and b->a (active-active between a and b) at once, in one replicator on
-    the standalone cluster: each flow's topic complete and exact on its target, and nothing
-    replicated back to where it came from."""
+    the standalone cluster: a backlog, then records written while it runs; each flow's topic
+    complete and exact on its target (key, value, headers, timestamp, order per partition),
+    each offset-sync pairing the same record on both sides, nothing replicated back to where it
+    came from, and the tasks spread over both Workers. With 4 task slots the first flow runs
+    real time (one slot per partition) and the other two micro-batches, so both paths run on
+    executors outside the driver."""
     a, b, c = private_kafka_clusters.primary.bootstrap, private_kafka_clusters.dr.bootstrap, third_cluster.bootstrap
     on_a, on_b = f"orders-{unique}", f"payments-{unique}"
+    base_ms = int(time.time() * 1000) - 3_600_000
     create_topic(a, on_a, 2)
     create_topic(b, on_b, 2)
-    produce(a, on_a, ({"key": str(i).encode(), "value": f"a{i}".encode(), "partition": i % 2} for i in range(2_000)))
-    produce(b, on_b, ({"key": str(i).encode(), "value": f"b{i}".encode(), "partition": i % 2} for i in range(2_000)))
+    produce(a, on_a, _partitioned("a", 0, 2_000, base_ms))
+    produce(b, on_b, _partitioned("b", 0, 2_000, base_ms))
     props = {
         "clusters": "a, b, c",
         "a.bootstrap.servers": a, "b.bootstrap.servers": b, "c.bootstrap.servers": c,
@@ -267,24 +234,29 @@ def test_three_clusters_three_flows_in_one_application(private_kafka_clusters, t
     }
     config = tmp_path / "mm2.properties"
     config.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    mirrors = {("b", f"a.{on_a}"): b, ("c", f"a.{on_a}"): c, ("a", f"b.{on_b}"): a}
+    total = 2_000 + LIVE
     rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log", ["--master", spark_cluster.url]).start()
     try:
-        got = {
-            ("b", f"a.{on_a}"): _wait_for(b, f"a.{on_a}", 2_000, timeout=240),
-            ("c", f"a.{on_a}"): _wait_for(c, f"a.{on_a}", 2_000, timeout=240),
-            ("a", f"b.{on_b}"): _wait_for(a, f"b.{on_b}", 2_000, timeout=240),
-        }
+        for (_, mirror), bootstrap in mirrors.items():
+            _wait_for(bootstrap, mirror, 2_000, timeout=240)
+        produce(a, on_a, _partitioned("a", 2_000, LIVE, base_ms))
+        produce(b, on_b, _partitioned("b", 2_000, LIVE, base_ms))
+        got = {key: _wait_for(bootstrap, key[1], total, timeout=240) for key, bootstrap in mirrors.items()}
         assert rep.running(), rep.log()[-3000:]
         # (records, distinct records) per mirror partition
         counts = {f"{mirror} on {cluster}": {p: (len(ids := [_identity(m) for m in msgs if m.partition() == p]),
                                                 len(set(ids))) for p in (0, 1)}
                   for (cluster, mirror), msgs in got.items()}
-        assert all(sum(d for _, d in n.values()) >= 2_000 for n in counts.values()), \
+        assert all(sum(d for _, d in n.values()) >= total for n in counts.values()), \
             f"(records, distinct) per mirror partition after 240 s: {counts}; data paths and batches:\n" + "\n".join(
                 line for line in rep.log().splitlines() if "sparkmirror.replicate" in line)[-6000:]
     finally:
         rep.terminate()
+    log = rep.log()
     source = {on_a: consume_all(a, on_a), on_b: consume_all(b, on_b)}
+    syncs_on = {"b": (a, on_a), "c": (a, on_a), "a": (b, on_b)}  # target alias -> (source cluster, topic)
+    checked = 0
     for (cluster, mirror), msgs in got.items():
         origin = mirror.split(".", 1)[1]
         want = {p: [_identity(m) for m in source[origin] if m.partition() == p] for p in (0, 1)}
@@ -293,11 +265,31 @@ def test_three_clusters_three_flows_in_one_application(private_kafka_clusters, t
         # in source order, in its own partition.
         have = {p: list(dict.fromkeys(_identity(m) for m in msgs if m.partition() == p)) for p in (0, 1)}
         assert have == want, f"{mirror} on {cluster} differs from {origin}: (records, distinct) {counts}"
+        # every offset-sync of the flow pairs the same record upstream and downstream
+        src_bootstrap, topic = syncs_on[cluster]
+        upstream = {(m.partition(), m.offset()): m for m in source[origin]}
+        downstream = {(m.partition(), m.offset()): m for m in msgs}
+        syncs = [s for s in (OffsetSync.decode(m.key(), m.value())
+                             for m in consume_all(src_bootstrap, f"mm2-offset-syncs.{cluster}.internal"))
+                 if s.topic == topic]
+        assert syncs, f"no offset-syncs for {topic} -> {cluster}"
+        for s in syncs:
+            assert _identity(upstream[(s.partition, s.upstream_offset)]) == \
+                _identity(downstream[(s.partition, s.downstream_offset)]), (cluster, s)
+            checked += 1
     # loop prevention: b->a takes b's own topics, never a's topics coming back (a.* on b)
     from confluent_kafka.admin import AdminClient
 
     on_a_now = AdminClient({"bootstrap.servers": a}).list_topics(timeout=10).topics
     assert f"b.a.{on_a}" not in on_a_now and not any(t.startswith("b.a.") for t in on_a_now)
+    # the application waited for its executors' cores (2 x 2); the first flow got its slots for real time
+    assert "4 task slots (2 executors registered)" in log, log[-3000:]
+    assert "in real time (one task per partition" in log, log[-3000:]
+    # the executors ran under both Workers, in processes other than the driver
+    tasks = spark_cluster.tasks_per_worker()
+    assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}\n{log[-3000:]}"
+    print(f"standalone cluster: 3 flows x {total} records exact, {checked} offset-syncs checked, "
+          f"tasks per worker {tasks}")
 
 
 @pytest.fixture(scope="module")
