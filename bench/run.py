@@ -215,11 +215,12 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     # real time from the start, a backlog included (--data-path real-time)
     "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "real-time"], {}),
-    # the default with a 10-, 15- or 30-s real-time checkpoint interval instead of 5 s: fewer batch
+    # the default with a 10-, 15-, 30- or 60-s real-time checkpoint interval instead of 5 s: fewer batch
     # boundaries
     "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
     "sparkmirror-cp15": (("smf", "drf"), ["--real-time-checkpoint-interval", "15"], {}),
     "sparkmirror-cp30": (("smc", "drc"), ["--real-time-checkpoint-interval", "30"], {}),
+    "sparkmirror-cp60": (("smt", "drt"), ["--real-time-checkpoint-interval", "60"], {}),
     # the default with a flow's partitions dealt over three or six real-time queries instead of one
     "sparkmirror-shards3": (("smo", "dro"), ["--real-time-shards", "3"], {}),
     "sparkmirror-shards6": (("sms", "drs"), ["--real-time-shards", "6"], {}),
