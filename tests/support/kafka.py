@@ -15,17 +15,39 @@ def admin(bootstrap: str, **conf) -> AdminClient:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, **conf) -> None:
+    """Create a topic and return once the broker serves it: every partition with a leader.
+
+    CreateTopics answers when the controller has committed the topic; the broker's metadata
+    cache follows a moment later, and on a busy machine a describe or a produce in between is
+    told UNKNOWN_TOPIC_OR_PART."""
     client = admin(bootstrap, **conf)  # must outlive the futures
     fs = client.create_topics([NewTopic(name, partitions, 1, config=config or {})])
     for f in fs.values():
         f.result(30)
+    wait_for_topic(client, name, partitions)
+
+
+def wait_for_topic(client: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = client.list_topics(name, timeout=10).topics.get(name)
+        if (meta is not None and meta.error is None and len(meta.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())):
+            return
+        assert time.monotonic() < deadline, f"topic {name} has no leader for all {partitions} partitions after {timeout:.0f} s"
+        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, records, **conf) -> None:
     """records: iterable of dicts with key/value/partition/headers/timestamp."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     for r in records:
-        p.produce(topic, **r)
+        while True:
+            try:
+                p.produce(topic, **r)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries to make room
+                p.poll(0.1)
         p.poll(0)
     assert p.flush(60) == 0
 

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from devenv.kafka import KafkaCluster, free_port
 from replicator import artifacts
+from tests.support.kafka import wait_for_topic
 
 NODES = 3
 HEAP = "256m"
@@ -86,6 +87,7 @@ class BrokerCluster:
         admin = self.admin()
         for f in admin.create_topics([NewTopic(topic, partitions, 3, config=config or {})]).values():
             f.result(30)
+        wait_for_topic(admin, topic, partitions)
 
     def kill9(self, node_id: int) -> None:
         self.node(node_id).stop(kill=True)
