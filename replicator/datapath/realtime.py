@@ -583,10 +583,11 @@ def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, pro
         flow, target, _jmap(jvm, producer_config),
         _jmap(jvm, syncs_producer_config) if syncs_producer_config is not None else None,
         syncs_topic, _jmap(jvm, topic_map), int(offset_lag_max),
-        _jmap(jvm, {t: str(v) for t, v in (max_message_bytes or {}).items()}))
-    # The writer takes the source's rows as they are (it finds its columns by name): with no
-    # projection in between, each row's key and value are not copied once more, and each batch
-    # has no code to generate and compile at its start, where no task reads.
+        _jmap(jvm, {t: str(v) for t, v in (max_message_bytes or {}).items()}), df.schema.json())
+    # The writer takes the source's rows as they are (it finds its columns by name in the
+    # schema it is given): with no projection in between, each row's key and value are not
+    # copied once more, and each batch has no code to generate and compile at its start, where
+    # no task reads. As a PythonForeachWriter it is handed Spark's UnsafeRows unconverted.
     w = (df.writeStream.queryName(name).outputMode("update")
          .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
     w._jwrite = w._jwrite.foreach(writer)
