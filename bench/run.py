@@ -230,6 +230,9 @@ SPARKMIRROR_SYSTEMS = {
     # the default with the driver JVM's compile thresholds scaled down: Spark's per-batch work is
     # compiled after a few real-time batches instead of hundreds
     "sparkmirror-jit": (("smx", "drx"), ["--conf", "spark.driver.extraJavaOptions=-XX:CompileThresholdScaling=0.05"], {}),
+    # the default with Spark's per-batch plan description (posted to its listeners before each
+    # batch's job starts) in the simple mode instead of the formatted one
+    "sparkmirror-explain": (("smy", "dry"), ["--conf", "spark.sql.ui.explainMode=simple"], {}),
     # the default path run from another source tree (--baseline-src): before/after a change, same run
     "sparkmirror-baseline": (("smb", "drb"), [], {}),
     # the default path on another JVM (--java-home: JAVA_HOME for Spark's driver and the writer's javac)
