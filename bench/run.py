@@ -386,10 +386,10 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         timer.start()
     producer = subprocess.run([sys.executable, "-m", "bench.steady", "produce", "--bootstrap", src, "--topic", topic,
                                "--rate", str(rate), "--seconds", str(seconds), "--value-bytes", str(value_bytes),
-                               "--partitions", str(partitions), "--warm-up", str(wl.get("warm_up", 0.0))],
+                               "--partitions", str(partitions), "--warm-up", str(warm_up)],
                               capture_output=True, text=True, cwd=ROOT)
     sent = json.loads(producer.stdout.strip().splitlines()[-1])
-    probe.wait(seconds + wl.get("warm_up", 0.0) + 180)
+    probe.wait(seconds + warm_up + 180)
     timer.cancel()
     sampler.stop()
     cpu_from = measured_from[0] if measured_from else cpu0
@@ -402,7 +402,8 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         "p50_latency_s": lat["p50_s"], "p99_latency_s": lat["p99_s"], "max_latency_s": lat["max_s"],
         "startup_s": round(startup, 2), "copy_s": sent["seconds"], "wall_s": round(time.monotonic() - started, 2),
         "cpu_s_per_gb": round((sampler.cpu_seconds - cpu_from) / gb, 1) if gb else None,
-        "cpu_s": round(sampler.cpu_seconds, 1), "cpu_s_measured": round(sampler.cpu_seconds - cpu_from, 1), "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
+        "cpu_s": round(sampler.cpu_seconds, 1), "cpu_s_measured": round(sampler.cpu_seconds - cpu_from, 1),
+        "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
         "records": sent["sent"], "received": lat["received"], "value_bytes": value_bytes, "partitions": partitions,
         "target_rate": round(rate, 1), "seconds": seconds, "warm_up_s": wl.get("warm_up", 0.0), "repeat": repeat,
         "heartbeat_p50_latency_s": lat.get("heartbeat_p50_s"), "heartbeat_p99_latency_s": lat.get("heartbeat_p99_s"),
