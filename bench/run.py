@@ -206,6 +206,9 @@ def sparkmirror_config(src: str, dst: str, topic: str, path: Path, extra: dict[s
 
 POLL_S = 0.25  # how often the target's end offsets are read while waiting
 
+_JIT_SPARK = "-XX:CompileCommand=quiet " + " ".join(
+    f"-XX:CompileCommand=CompileThresholdScaling,{p}.*::*,0.05" for p in ("org.apache.spark", "scala", "com.fasterxml.jackson"))
+
 SPARKMIRROR_SYSTEMS = {
     # system name -> (source alias, target alias), extra `sparkmirror replicate` arguments, mm2.properties
     # settings. Each has its own aliases: its own mirror topic and its own offset-syncs topic, so that
@@ -230,6 +233,10 @@ SPARKMIRROR_SYSTEMS = {
     # the default with the driver JVM's compile thresholds scaled down: Spark's per-batch work is
     # compiled after a few real-time batches instead of hundreds
     "sparkmirror-jit": (("smx", "drx"), ["--conf", "spark.driver.extraJavaOptions=-XX:CompileThresholdScaling=0.05"], {}),
+    # the default with the compile thresholds scaled down for Spark's, Scala's and Jackson's code only
+    # (the per-batch planning, scheduling and status code, and the per-record source code), not for
+    # the rest of the JVM
+    "sparkmirror-jitspark": (("smz", "drz"), ["--conf", f"spark.driver.extraJavaOptions={_JIT_SPARK}"], {}),
     # the default with Spark's per-batch plan description (posted to its listeners before each
     # batch's job starts) in the simple mode instead of the formatted one
     "sparkmirror-explain": (("smy", "dry"), ["--conf", "spark.sql.ui.explainMode=simple"], {}),
