@@ -416,7 +416,7 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         "cpu_s": round(sampler.cpu_seconds, 1), "cpu_s_measured": round(sampler.cpu_seconds - cpu_from, 1),
         "peak_rss_mb": round(sampler.peak_rss / 1e6, 1),
         "records": sent["sent"], "received": lat["received"], "value_bytes": value_bytes, "partitions": partitions,
-        "target_rate": round(rate, 1), "seconds": seconds, "warm_up_s": wl.get("warm_up", 0.0), "repeat": repeat,
+        "target_rate": round(rate, 1), "seconds": seconds, "warm_up_s": warm_up, "repeat": repeat,
         "heartbeat_p50_latency_s": lat.get("heartbeat_p50_s"), "heartbeat_p99_latency_s": lat.get("heartbeat_p99_s"),
         "heartbeats": lat.get("heartbeat_received"),
         # the unmeasured warm-up's own figures (the system's first minute under load)
