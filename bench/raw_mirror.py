@@ -37,7 +37,11 @@ def main() -> int:
     producer = Producer({"bootstrap.servers": args.target, **WRITER_PRODUCER_DEFAULTS})
     target = args.target_topic
     while not stop:
-        msgs = consumer.consume(num_messages=10000, timeout=0.05)  # short: also the latency ceiling
+        # consume(n, timeout) waits until it has n records or the timeout passed: wait for one
+        # record, then take whatever else has arrived, so no record waits for others to come
+        msgs = consumer.consume(num_messages=1, timeout=0.05)
+        if msgs:
+            msgs += consumer.consume(num_messages=10000, timeout=0)
         for m in msgs:
             if m.error():
                 continue
