@@ -229,6 +229,10 @@ SPARKMIRROR_SYSTEMS = {
     # of 1 MB: whether what piles up at a checkpoint comes back in fewer round trips
     "sparkmirror-cp60-fetch8m": (("smfb", "drfb"), ["--real-time-checkpoint-interval", "60"],
                                  {"smfb.consumer.max.partition.fetch.bytes": "8388608"}),
+    # the default with Kafka's own fetch settings for the real-time source (a fetch returns with its
+    # first byte, or after 500 ms) instead of sparkmirror's 64 KB or 20 ms: the default before
+    "sparkmirror-fetch1": (("smq", "drq"), [], {"smq.consumer.fetch.min.bytes": "1",
+                                                "smq.consumer.fetch.max.wait.ms": "500"}),
     # the default with a flow's partitions dealt over three or six real-time queries instead of one
     "sparkmirror-shards3": (("smo", "dro"), ["--real-time-shards", "3"], {}),
     "sparkmirror-shards6": (("sms", "drs"), ["--real-time-shards", "6"], {}),

@@ -410,7 +410,7 @@ class FlowReplicator:
                 if i and wait > 0:
                     time.sleep(wait)
                 own = realtime.shard_dir(ckpt, i)
-                df = self._spark_kafka_source(own, shard=shard,
+                df = self._spark_kafka_source(own, shard=shard, real_time=True,
                                               starting=realtime.shard_starting_offsets(starting, shard))
                 name = f"sparkmirror {self.name}" + (f" [{i + 1}/{len(shards)}]" if len(shards) > 1 else "")
                 queries.append(realtime.start_query(
@@ -425,9 +425,11 @@ class FlowReplicator:
         metrics().started(self.name, self.partitions)
         spread = ("" if len(shards) == 1 else
                   f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards)):.1f} s apart")
+        fetch = realtime.source_options(self._source_options)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
-                 "checkpoint every %s), checkpoint %s", self.name, len(self.assignment), self.partitions,
-                 self.flow.target, spread, realtime.REALTIME_BATCH, ckpt)
+                 "checkpoint every %s, source fetches of fetch.min.bytes %s or fetch.max.wait.ms %s), checkpoint %s",
+                 self.name, len(self.assignment), self.partitions, self.flow.target, spread, realtime.REALTIME_BATCH,
+                 fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"], ckpt)
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
         """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
@@ -480,13 +482,14 @@ class FlowReplicator:
         return self.spark.readStream.format(name).load()
 
     def _spark_kafka_source(self, ckpt: Path | None = None, shard: dict[str, list[int]] | None = None,
-                            starting: str | None = None):
+                            starting: str | None = None, real_time: bool = False):
         assign = json.dumps(shard if shard is not None else {t: list(range(n)) for t, n in self.assignment.items()})
         reader = self.spark.readStream.format("kafka")
         if starting is None:
             starting = self._starting_offsets(ckpt or self.checkpoint_dir)
             self._started_at = realtime.parse_starting_offsets(starting)
-        for k, v in self._source_options.items():
+        options = realtime.source_options(self._source_options) if real_time else self._source_options
+        for k, v in options.items():
             reader = reader.option(k, v)
         reader = (
             reader.option("assign", assign)

@@ -236,3 +236,15 @@ def test_the_resume_point_after_a_stop_is_the_start_written_down(tmp_path):
     assert realtime.resume_point(flow_dir) == {"t": {"0": 100}}
     realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 23_186}})
     assert realtime.resume_point(flow_dir) == {"t": {"0": 23_186}}
+
+
+def test_real_time_source_fetches_wait_for_64_kb_or_20_ms_unless_the_config_says_otherwise():
+    from replicator.model.clients import spark_kafka_options
+
+    plain = realtime.source_options(spark_kafka_options({"bootstrap.servers": "a:9092"}))
+    assert plain["kafka.fetch.min.bytes"] == "65536"
+    assert plain["kafka.fetch.max.wait.ms"] == "20"
+    assert plain["kafka.bootstrap.servers"] == "a:9092"
+    own = realtime.source_options(spark_kafka_options({"bootstrap.servers": "a:9092", "fetch.min.bytes": "1"}))
+    assert own["kafka.fetch.min.bytes"] == "1"
+    assert own["kafka.fetch.max.wait.ms"] == "20"
