@@ -415,10 +415,13 @@ def _topics(partitions: list[PartitionResult], lost_total: dict[str, int],
     for topic, parts in sorted(by_topic.items()):
         if pacer.due():
             yield
-        lags = [p.lag_records for p in parts if p.lag_records is not None]
-        secs = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+        # A topic is only as known as its least known partition: with one partition's position
+        # unknown (no offset-sync for what its mirror holds, yet), the others' sum is no figure for
+        # the topic, and 0 would read as caught up. The partition rows say which and why.
+        lags = [p.lag_records for p in parts]
+        secs = [p.lag_seconds for p in parts]
         out.append(TopicResult(topic, parts[0].target_topic, worst(p.status for p in parts), len(parts),
-                               sum(lags) if lags else None, max(secs) if secs else None,
+                               None if None in lags else sum(lags), None if None in secs else max(secs),
                                lost_total.get(topic, 0),
                                *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited)
                                                  for p in parts])))

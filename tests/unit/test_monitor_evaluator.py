@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from monitor import lag
@@ -818,3 +820,21 @@ def test_each_loops_rounds_of_the_last_minute_are_counted_with_their_median_and_
     assert state.flows[FLOW].collector_seconds["offsets"] == 0.5  # the last round, as before
     result = evaluate(state, clock.now, EvaluatorSettings()).flows[0]
     assert result.collector_last_minute == {"offsets": (4, 0.2, 0.5)}
+
+
+def test_a_topic_with_a_partition_of_unknown_position_has_no_lag_figure_not_zero():
+    """One partition caught up, the other's mirror holds records no offset-sync accounts for yet
+    (MM2 sends a partition's first sync late when its offset-sync producer is busy): the topic
+    must not read 0 behind, as if caught up."""
+    state, clock = make_state()
+    beat(state, clock)
+    rows = [OffsetsRow("orders", 0, "a.orders", 0, 150, 150, None),
+            OffsetsRow("orders", 1, "a.orders", 0, 150, 150, (0, 0))]
+    state.record_offsets(FLOW, rows, at=clock.now)
+    ev = run(state, clock)
+    assert [p.lag_records for p in ev.flows[0].partitions] == [None, 0]
+    (topic,) = ev.flows[0].topics
+    assert (topic.lag_records, topic.lag_seconds, topic.status) == (None, None, "WARN")
+    state.record_offsets(FLOW, [dataclasses.replace(rows[0], sync=(0, 0)), rows[1]], at=clock.now)
+    (topic,) = run(state, clock).flows[0].topics
+    assert (topic.lag_records, topic.lag_seconds) == (0, 0.0)
