@@ -15,6 +15,7 @@ import sys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench.steady import take_arrived
 from replicator.datapath.source import READER_CONSUMER_DEFAULTS
 from replicator.datapath.writer import WRITER_PRODUCER_DEFAULTS
 
@@ -37,11 +38,7 @@ def main() -> int:
     producer = Producer({"bootstrap.servers": args.target, **WRITER_PRODUCER_DEFAULTS})
     target = args.target_topic
     while not stop:
-        # consume(n, timeout) waits until it has n records or the timeout passed: wait for one
-        # record, then take whatever else has arrived, so no record waits for others to come
-        msgs = consumer.consume(num_messages=1, timeout=0.05)
-        if msgs:
-            msgs += consumer.consume(num_messages=10000, timeout=0)
+        msgs = take_arrived(consumer, 0.05)
         for m in msgs:
             if m.error():
                 continue

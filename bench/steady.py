@@ -87,6 +87,19 @@ def produce(args) -> int:
     return 0
 
 
+def take_arrived(consumer: Consumer, timeout: float, most: int = 10000) -> list:
+    """Wait up to ``timeout`` for one record, then take at once whatever else has arrived.
+
+    librdkafka's ``consume(n, timeout)`` returns only once it holds ``n`` records or the timeout
+    has passed: asked for 10,000 at once, the first records of a call would wait in the caller
+    until the rest came (up to the timeout), and a latency probe would count that wait as the
+    mirror's, a copy loop would add it to every record's trip."""
+    msgs = consumer.consume(1, timeout)
+    if msgs:
+        msgs += consumer.consume(most - 1, 0)
+    return msgs
+
+
 def _latest_assignment(c: Consumer, topic: str) -> list[TopicPartition]:
     md = c.list_topics(topic, timeout=30)
     meta = md.topics.get(topic)
@@ -162,13 +175,7 @@ def probe(args) -> int:
                      for tp in _latest_assignment(c, args.heartbeats_topic)]
             if beats:
                 c.incremental_assign(beats)
-        # librdkafka's consume(n, timeout) returns only when it has n records or the timeout has
-        # passed: with 10,000 at once the first records of a call would wait in the probe up to
-        # 0.2 s (as long as the mirror takes to deliver 10,000), and that wait would count as the
-        # mirror's latency. So: wait for one record, then take at once whatever else has arrived.
-        msgs = c.consume(1, 0.2)
-        if msgs:
-            msgs += c.consume(10000, 0)
+        msgs = take_arrived(c, 0.2)
         now = int(time.time() * 1000)
         # every record of one consume call arrived at ``now``: per record only its timestamp is kept
         # (the probe reads as many records a second as the mirror copies, on the same cores)
