@@ -199,11 +199,13 @@ DATA_LOST_RECORDS = _m(
     "start offset moved past the replicated position.", level="topic")
 TOPIC_LAG_RECORDS = _m(
     "topic_lag_records", "gauge", "records", FT,
-    "Source records of the topic not yet on the target (sum over partitions).", level="topic")
+    "Source records of the topic not yet on the target (sum over partitions); absent while any "
+    "partition's position is unknown (the partition series say which), never a partial sum "
+    "that could read 0.", level="topic")
 TOPIC_LAG_SECONDS = _m(
     "topic_lag_seconds", "gauge", "seconds", FT,
-    "Age of the topic's oldest source record not yet on the target (max over partitions).",
-    level="topic")
+    "Age of the topic's oldest source record not yet on the target (max over partitions); "
+    "absent while any partition's is unknown.", level="topic")
 PARTITION_LAG_RECORDS = _m(
     "partition_lag_records", "gauge", "records", FTP,
     "Source end offset minus the upstream position already on the target; never negative.",
