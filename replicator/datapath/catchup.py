@@ -38,9 +38,8 @@ from replicator.metrics import metrics
 log = logging.getLogger("sparkmirror.replicate")
 
 #: --data-path auto: a real-time flow that keeps a catch-up's worth of records behind for this
-#: long while copying, its backlog shrinking over that time too slowly to be gone within
-#: FALL_BACK_ETA_S at that pace, catches up in micro-batches (more records per second) and goes
-#: real time again once caught up; see FallBehind.
+#: long, copying but not due to be caught up within FALL_BACK_ETA_S, catches up in micro-batches
+#: (more records per second) and goes real time again once caught up; see FallBehind.
 FALL_BACK_AFTER_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_AFTER_S", "60"))
 FALL_BACK_ETA_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_ETA_S", "60"))
 #: A flow that copied records within this many seconds is copying (a real-time batch boundary
@@ -186,44 +185,27 @@ class FallBehind:
     micro-batches catch it up, and the flow goes real time again once caught up. Only a flow
     that copies counts: one that copies nothing waits for a cluster or a failed query, which
     micro-batches would not copy faster.
-
-    The verdict is the backlog's trend over the last ``after`` seconds, not one look's
-    estimate: a real-time flow's copy rate swings by the second (each checkpoint pauses it,
-    then it copies what piled up), so the smoothed per-look ETA dipped under the limit every
-    few looks while the backlog stood still, and a flow tens of seconds behind never fell
-    back. Falling behind means: behind at every look for ``after`` seconds, and the backlog
-    shrank over them too slowly to be gone within ``eta_limit`` at that pace (or grew).
     """
 
     def __init__(self, after: float = FALL_BACK_AFTER_S, eta_limit: float = FALL_BACK_ETA_S) -> None:
         self.after = after
         self.eta_limit = eta_limit
-        self.since: float | None = None  # since when the flow has been behind
-        self._looks: deque[tuple[float, int]] = deque()  # (time, backlog) of the looks since then
+        self.since: float | None = None  # since when the flow has been behind and not catching up
 
     def look(self, now: float, est: Estimate, behind_above: float, copying: bool) -> bool:
         """One look at a real-time flow's estimate (``copying``: it copied records within the last
         COPYING_WITHIN_S); True once it has been falling behind for ``after`` s."""
-        if not (est.measured and copying and est.backlog > behind_above):
-            self.reset()
+        falling_behind = (est.measured and copying and est.backlog > behind_above
+                          and (est.eta is None or est.eta > self.eta_limit))
+        if not falling_behind:
+            self.since = None
             return False
         if self.since is None:
             self.since = now
-        self._looks.append((now, est.backlog))
-        # the reference: the newest look at least ``after`` seconds old (older ones are dropped)
-        while len(self._looks) > 1 and now - self._looks[1][0] >= self.after:
-            self._looks.popleft()
-        then, backlog_then = self._looks[0]
-        if now - self.since < self.after or now - then < self.after:
-            return False
-        if now == then:  # no wait (after = 0): this look's own estimate
-            return est.eta is None or est.eta > self.eta_limit
-        gain = (backlog_then - est.backlog) / (now - then)  # records/s the backlog shrank by
-        return gain <= 0 or est.backlog / gain > self.eta_limit
+        return now - self.since >= self.after
 
     def reset(self) -> None:
         self.since = None
-        self._looks.clear()
 
 
 def source_end_offsets(admin, assignment: dict[str, int]) -> dict[tuple[str, int], int]:
