@@ -39,8 +39,13 @@ def wait_for_topic(client: AdminClient, name: str, partitions: int, timeout: flo
 
 
 def produce(bootstrap: str, topic: str, records, **conf) -> None:
-    """records: iterable of dicts with key/value/partition/headers/timestamp."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    """records: iterable of dicts with key/value/partition/headers/timestamp.
+
+    Idempotent unless ``conf`` says otherwise: without it librdkafka keeps many requests in
+    flight, and one retried (a topic's first requests, before its leader is known everywhere)
+    lands behind later ones, so the source partition itself is out of order, which a test
+    checking the order on the target would blame on the mirror."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **conf})
     for r in records:
         while True:
             try:
