@@ -11,7 +11,8 @@ to the target cluster inside one Python process:
 
 * ``latestOffset`` (driver side, Spark's Python streaming runner) asks the source
   cluster for each assigned partition's last stable offset (``read_committed``),
-  capped by ``--max-records-per-batch``;
+  and takes at most about ``BATCH_SECONDS`` of copying at the rate the batches before
+  achieved (``BatchBudget``), and at most ``--max-records-per-batch`` records;
 * ``partitions(start, end)`` groups the ranges with records into at most one task
   per core (``group_ranges``: by default ``spark.default.parallelism`` tasks of
   about equal record counts);
@@ -56,6 +57,23 @@ DIRECT_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", lost long, reset_from long"
 EARLIEST = -2  # start offset of a partition the checkpoint has not seen yet
 CONSUME_BATCH = 10_000
 READ_TIMEOUT_S = 120.0  # no progress at all for this long: fail the task (Spark retries it)
+
+#: A micro-batch takes at most about this many seconds of copying, at the rate the batches
+#: before it achieved. A batch is Spark's unit of commit: a kill -9, a failed task or a clean
+#: stop that cannot wait replays the whole running batch, and records that arrive meanwhile
+#: wait for the next one. A backlog taken whole (hours of records after an outage) would make
+#: all three as long as the catch-up; 30 s keeps them about as long as MM2's default offset
+#: flush (60 s), at Spark's ~0.2-0.6 s of planning and commit per batch (1-2 %).
+BATCH_SECONDS = float(os.environ.get("SPARKMIRROR_MICRO_BATCH_SECONDS", "30"))
+#: Until a batch has shown how fast the copy is, a batch takes at most this many records
+#: (~5 GB of 1-KB records: 20-60 s on a 2-core machine, more for larger records).
+FIRST_BATCH_RECORDS = int(os.environ.get("SPARKMIRROR_MICRO_BATCH_FIRST_RECORDS", "5000000"))
+#: A batch of fewer records says little about the copy rate (Spark's own per-batch work is
+#: most of its time), and no batch is capped below this.
+RATE_MIN_RECORDS = 50_000
+#: The copy rate is the best of the last few measured batches: one slowed by a busy moment,
+#: or by the start of the Python workers, does not shrink the ones after it.
+RATE_BATCHES = 5
 
 _CONSUMERS: dict[tuple, object] = {}
 # librdkafka settings for reading a backlog as fast as the target takes it; A.consumer.*
@@ -179,9 +197,44 @@ def group_ranges(ranges: list[tuple[str, int, int, int]], tasks: int) -> list[li
     return [sorted(g) for g in groups if g]
 
 
+class BatchBudget:
+    """How many records the next micro-batch may take: about ``seconds`` of copying at the rate
+    the batches before it achieved, ``first`` before any has said.
+
+    A batch's rate is its planned records over the time from its plan to the next one (Spark
+    plans the next batch as soon as one commits), so Spark's own per-batch work is in it and
+    the estimate errs on the short side. Batches under ``min_records`` are not measured: a
+    trickle's batches are mostly Spark's fixed cost and would say the copy is slow.
+    """
+
+    def __init__(self, seconds: float = BATCH_SECONDS, first: int = FIRST_BATCH_RECORDS,
+                 min_records: int = RATE_MIN_RECORDS, keep: int = RATE_BATCHES) -> None:
+        self.seconds, self.first, self.min_records = seconds, first, min_records
+        self.rates: list[float] = []  # records/s of the last ``keep`` measured batches
+        self.keep = keep
+        self._last: tuple[int, float] | None = None  # (records, monotonic time) of the newest plan
+
+    def cap(self, now: float) -> int | None:
+        """The next batch's largest size in records (None: no limit)."""
+        if self.seconds <= 0:
+            return None
+        if self._last is not None:
+            records, at = self._last
+            self._last = None
+            if records >= self.min_records and now > at:
+                self.rates = (self.rates + [records / (now - at)])[-self.keep:]
+        if not self.rates:
+            return self.first
+        return max(self.min_records, int(max(self.rates) * self.seconds))
+
+    def planned(self, records: int, now: float) -> None:
+        self._last = (records, now)
+
+
 class MirrorStreamReader(DataSourceStreamReader):
-    def __init__(self, spec: SourceSpec) -> None:
+    def __init__(self, spec: SourceSpec, budget: BatchBudget | None = None) -> None:
         self.spec = spec
+        self.budget = budget or BatchBudget()
         self._admin = None
         self._planned: dict[str, dict[str, int]] | None = None
         self._latest: dict[str, dict[str, int]] | None = None  # the end of the newest planned batch
@@ -194,13 +247,14 @@ class MirrorStreamReader(DataSourceStreamReader):
             self._admin = AdminClient({"log_level": "2", **dict(self.spec.admin_config)})
         return self._admin
 
-    def _list(self, spec_factory) -> dict[str, dict[str, int]]:
+    def _list(self, spec_factory, tps=None) -> dict[str, dict[str, int]]:
         from confluent_kafka import IsolationLevel, TopicPartition
 
-        tps = [TopicPartition(t, p) for t, n in self.spec.assignment for p in range(n)]
+        if tps is None:
+            tps = [(t, p) for t, n in self.spec.assignment for p in range(n)]
         if not tps:
             return {}
-        futures = self._source_admin().list_offsets({tp: spec_factory() for tp in tps},
+        futures = self._source_admin().list_offsets({TopicPartition(t, p): spec_factory() for t, p in tps},
                                                     isolation_level=IsolationLevel.READ_COMMITTED,
                                                     request_timeout=30)
         out: dict[str, dict[str, int]] = {}
@@ -215,7 +269,10 @@ class MirrorStreamReader(DataSourceStreamReader):
                 start[t][str(p)] = off
         return start
 
-    def latestOffset(self) -> dict:
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        """The end of the next batch. Spark passes the batch's start (this signature tells it the
+        source limits its batches); ``limit`` is Spark's read limit, all available here, as this
+        source's own cap is not an option Spark knows of."""
         from confluent_kafka.admin import OffsetSpec
 
         if self._latest is not None and self.spec.stop_flag and os.path.exists(self.spec.stop_flag):
@@ -224,15 +281,33 @@ class MirrorStreamReader(DataSourceStreamReader):
             return self._latest
         try:
             latest = self._list(OffsetSpec.latest)
+            now = time.monotonic()
+            caps = [c for c in (self.budget.cap(now), self.spec.max_records_per_batch) if c]
+            base = start if start is not None else self._planned
+            records = None
+            if base is not None and caps:
+                base = self._numbered(base, latest, OffsetSpec.earliest)
+                latest = _capped(base, latest, min(caps))
+                records = _records(base, latest)
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise RuntimeError(f"{ERROR_MARKER}: cannot read the end offsets of source cluster "
+            raise RuntimeError(f"{ERROR_MARKER}: cannot read the offsets of source cluster "
                                f"{self.spec.writer.source_alias}: {first[:300]}") from None
-        cap = self.spec.max_records_per_batch
-        if cap and self._planned is not None:
-            latest = _capped(self._planned, latest, cap)
+        if records is not None:
+            self.budget.planned(records, now)
         self._latest = latest
         return latest
+
+    def _numbered(self, start: dict, latest: dict, earliest_spec) -> dict:
+        """``start`` with a number for every partition of ``latest``: a partition the checkpoint
+        has not seen yet (EARLIEST, or absent) starts at its log start offset."""
+        unknown = [(t, int(p)) for t, per in latest.items() for p in per
+                   if start.get(t, {}).get(p, EARLIEST) == EARLIEST]
+        low = self._list(earliest_spec, unknown) if unknown else {}
+        out = {t: dict(per) for t, per in start.items()}
+        for t, p in unknown:
+            out.setdefault(t, {})[str(p)] = low[t][str(p)]
+        return out
 
     def partitions(self, start: dict, end: dict):
         self._planned = end
@@ -260,6 +335,11 @@ class MirrorStreamReader(DataSourceStreamReader):
 
     def read(self, partition: RangeGroup):
         yield from mirror_ranges(self.spec, partition.ranges, getattr(partition, "resets", None))
+
+
+def _records(start: dict, end: dict) -> int:
+    """Records from ``start`` to ``end`` over the partitions of ``end`` (none where end <= start)."""
+    return sum(max(0, off - start.get(t, {}).get(p, off)) for t, per in end.items() for p, off in per.items())
 
 
 def _capped(start: dict, latest: dict, cap: int) -> dict:

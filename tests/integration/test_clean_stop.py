@@ -122,7 +122,9 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
             **{"linger.ms": 50, "queue.buffering.max.messages": 1_000_000})
     config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
     env = {"SPARKMIRROR_CATCH_UP_FIRST_RECORDS": "1000000000",  # real time from the start, on the backlog
-           "SPARKMIRROR_FALL_BACK_AFTER_S": "0", "SPARKMIRROR_FALL_BACK_ETA_S": "0", "SPARKMIRROR_FALL_BACK_HOLD_S": "0"}
+           "SPARKMIRROR_FALL_BACK_AFTER_S": "0", "SPARKMIRROR_FALL_BACK_ETA_S": "0", "SPARKMIRROR_FALL_BACK_HOLD_S": "0",
+           # micro-batches of ~2 s of copying (the first 100,000 records): the catch-up takes several
+           "SPARKMIRROR_MICRO_BATCH_SECONDS": "2", "SPARKMIRROR_MICRO_BATCH_FIRST_RECORDS": "100000"}
     rep = Replicator(config, tmp_path / "ckpt", tmp_path / "replicator.log", extra_args=["--data-path", "auto"],
                      env=env).start()
     try:
@@ -139,6 +141,10 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
         rep.terminate()
     log = rep.log()
     assert log.count("real time cannot keep up") == 1, log[-3000:]
+    # the micro-batches between leaving real time and returning took the backlog in parts
+    between = log[log.index("real time cannot keep up"):log.index("caught up: switching to the real-time")]
+    sizes = [int(m) for m in re.findall(r"flow primary->dr batch \d+: (\d+) records", between)]
+    assert len([n for n in sizes if n]) >= 2 and 0 < sizes[0] <= 100_000, sizes
     firsts: dict[int, list[int]] = {0: [], 1: []}
     seen: set[bytes] = set()
     for m in got:
