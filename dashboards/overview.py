@@ -105,7 +105,13 @@ def build(drilldown_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Catch-up rate", q.flow_catchup_rate(),
         "Records per second the backlog shrinks: copy rate minus the rate the source adds records, over "
         "the monitor's trend window. Below 0 the lag grows.",
-        unit=ui.RECORDS_PER_SECOND, legend_calcs=["lastNotNull", "min"]), w=18, h=6)
+        unit=ui.RECORDS_PER_SECOND, legend_calcs=["lastNotNull", "min"]), w=14, h=6)
+    grid.add(ui.stat(
+        "Partitions of unknown lag", q.flow_lag_unknown_partitions(),
+        "Partitions whose lag the monitor cannot work out yet (no offset-sync for what their mirror holds, "
+        "end offsets not read). The lag figures above leave them out: while this is above 0 they are a "
+        "lower bound.",
+        unit=ui.RECORDS, thresholds=ui.steps((ui.GREEN, None), (ui.YELLOW, 1))), w=4, h=6)
 
     links = [g.DashboardLink(title="Drill-down", type="link", uri=f"/d/{drilldown_uid}", includeVars=True,
                              keepTime=True, icon="dashboard")]

@@ -94,6 +94,10 @@ def flow_lag_seconds() -> Query:
     return Query(sel(m.FLOW_LAG_SECONDS, FLOW), "{{flow}}")
 
 
+def flow_lag_unknown_partitions() -> Query:
+    return Query(sel(m.FLOW_LAG_UNKNOWN_PARTITIONS, FLOW), "{{flow}}")
+
+
 def flow_catchup_eta() -> Query:
     # +Inf (not gaining on the source) is mapped to a word on the stat panel
     return Query(sel(m.FLOW_CATCHUP_ETA, FLOW), "{{flow}}")

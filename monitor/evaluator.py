@@ -171,6 +171,9 @@ class FlowResult:
     catchup_eta_seconds: float | None = None
     # per collector, (rounds, p50 s, worst s) over the last minute (MonitorState.recent_rounds)
     collector_last_minute: dict[str, tuple[int, float, float]] = field(default_factory=dict)
+    # partitions whose records lag is unknown (no offset-sync for what the mirror holds yet, ...):
+    # lag_records and lag_seconds are over the others only, a lower bound while this is not 0
+    lag_unknown_partitions: int = 0
 
     @property
     def catchup_rate(self) -> float | None:
@@ -587,10 +590,13 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
     held = 0
     lags: list[int] = []
     secs: list[float] = []
+    unknown = 0
     for p in partitions:
         by_status[p.status] += 1
         held += p.open_transaction
-        if p.lag_records is not None:
+        if p.lag_records is None:
+            unknown += 1
+        else:
             lags.append(p.lag_records)
         if p.lag_seconds is not None:
             secs.append(p.lag_seconds)
@@ -641,6 +647,10 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
     pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
                            for p in partitions if p.catchup_state != catchup.UNKNOWN)
+    if pace.state == catchup.CAUGHT_UP and (unknown or any(p.catchup_state == catchup.UNKNOWN for p in partitions)):
+        # the others are caught up, but a partition whose lag (or, lagging, whose rate) is not
+        # known yet may not be: the flow is not said to be caught up
+        pace = catchup.CatchUp(catchup.UNKNOWN)
     topics = yield from _topics(partitions, fs.lost_total, pacer)
     return FlowResult(
         w.name, w.source, w.target, worst(statuses), reasons, replicator_up, heartbeat, sync_age,
@@ -649,7 +659,7 @@ def _flow(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSet
         topics, groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
         low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
-        state.recent_rounds(w.name))
+        state.recent_rounds(w.name), unknown)
 
 
 # --- failover readiness and retention headroom (monitor.readiness) ---------------------

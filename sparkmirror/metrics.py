@@ -180,11 +180,18 @@ OFFSET_SYNCS = _m(
 # --- lag ---------------------------------------------------------------------
 FLOW_LAG_RECORDS = _m(
     "flow_lag_records", "gauge", "records", F,
-    "Source records not yet on the target, summed over the flow's replicated partitions.")
+    "Source records not yet on the target, summed over the flow's replicated partitions whose "
+    "position is known: a lower bound while flow_lag_unknown_partitions is above 0.")
 FLOW_LAG_SECONDS = _m(
     "flow_lag_seconds", "gauge", "seconds", F,
-    "Age of the oldest source record not yet on the target, over the flow's partitions; "
-    "0 when caught up.")
+    "Age of the oldest source record not yet on the target, over the flow's partitions whose "
+    "position is known (a lower bound while flow_lag_unknown_partitions is above 0); 0 when "
+    "caught up.")
+FLOW_LAG_UNKNOWN_PARTITIONS = _m(
+    "flow_lag_unknown_partitions", "gauge", "", F,
+    "Replicated partitions of the flow whose lag is unknown (no offset-sync yet for what their "
+    "mirror holds, end offsets not read yet, offset-syncs off): not in flow_lag_records or "
+    "flow_lag_seconds.")
 FLOW_REPLICATED_RECORDS = _m(
     "flow_replicated_records_total", "counter", "records", F,
     "Source offsets the replicated position advanced by, as seen by the monitor (rate = "

@@ -81,7 +81,9 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
                         "buckets": [[le, count] for le, count in buckets]},
         },
         "offset_sync": {"age_seconds": _round(f.offset_sync_age_seconds), "received_total": f.offset_syncs_total},
-        "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds)},
+        # over the partitions whose position is known: a lower bound while unknown_partitions > 0
+        "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds),
+                "unknown_partitions": f.lag_unknown_partitions},
         "catchup": _catchup(f.catchup_state, f.copy_rate, f.source_rate, f.catchup_eta_seconds),
         "replicated_records_total": f.replicated_total, "source_records_total": f.source_total,
         "lag_probes_total": f.probes_total,

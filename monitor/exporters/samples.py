@@ -83,6 +83,7 @@ def _flow(f: FlowResult, topic_level: bool, per_partition: bool, watched_seconds
         yield m.FLOW_LAG_RECORDS, fl, float(f.lag_records)
     if f.lag_seconds is not None:
         yield m.FLOW_LAG_SECONDS, fl, f.lag_seconds
+    yield m.FLOW_LAG_UNKNOWN_PARTITIONS, fl, float(f.lag_unknown_partitions)
     yield m.FLOW_REPLICATED_RECORDS, fl, float(f.replicated_total)
     yield m.FLOW_SOURCE_RECORDS, fl, float(f.source_total)
     if f.catchup_rate is not None:

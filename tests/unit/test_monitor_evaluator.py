@@ -838,3 +838,22 @@ def test_a_topic_with_a_partition_of_unknown_position_has_no_lag_figure_not_zero
     state.record_offsets(FLOW, [dataclasses.replace(rows[0], sync=(0, 0)), rows[1]], at=clock.now)
     (topic,) = run(state, clock).flows[0].topics
     assert (topic.lag_records, topic.lag_seconds) == (0, 0.0)
+
+
+def test_a_flow_with_a_partition_of_unknown_lag_says_so_and_is_not_caught_up():
+    """The flow's figures stay a sum over the partitions whose position is known (its lag alerts
+    keep firing on those), but they say how many are left out, and the flow is not called caught
+    up while one of them may be behind."""
+    state, clock = make_state()
+    beat(state, clock)
+    rows = [OffsetsRow("orders", 0, "a.orders", 0, 150, 150, None),
+            OffsetsRow("orders", 1, "a.orders", 0, 150, 150, (0, 0))]
+    for _ in range(3):  # a window of samples: rates are measured
+        state.record_offsets(FLOW, rows, at=clock.now)
+        clock.now += 1.0
+    flow = run(state, clock).flows[0]
+    assert (flow.lag_records, flow.lag_unknown_partitions) == (0, 1)
+    assert flow.catchup_state == "unknown"
+    state.record_offsets(FLOW, [dataclasses.replace(rows[0], sync=(0, 0)), rows[1]], at=clock.now)
+    flow = run(state, clock).flows[0]
+    assert (flow.lag_records, flow.lag_unknown_partitions, flow.catchup_state) == (0, 0, "caught-up")

@@ -187,7 +187,7 @@ def test_http_routes():
             flow = doc["flows"][0]
             assert flow["partitions"] == []  # summary: only partitions that are not OK
             assert [p["partition"] for p in flow["top_partitions"]] == [0]
-            assert flow["lag"] == {"records": 7, "seconds": 42.0}
+            assert flow["lag"] == {"records": 7, "seconds": 42.0, "unknown_partitions": 0}
             r = await client.get("/api/status?detail=partitions")
             assert len(json.loads(await r.text())["flows"][0]["partitions"]) == 2
             assert (await client.get("/api/status?top=x")).status == 400

@@ -98,6 +98,27 @@ def test_the_fragment_is_the_page_content_and_the_csp_allows_exactly_the_inline_
         assert f".chart.{cls} .line{{stroke:{colour}}}" in style
 
 
+def _lag_figure(rendered: str) -> str:
+    (fig,) = re.findall(r'<div class="figure"><span class="label">lag</span>.*?</div>', rendered, re.S)
+    return re.sub(r"<[^>]+>", " ", fig)
+
+
+def test_the_lag_figure_says_at_least_and_never_caught_up_while_a_partitions_lag_is_unknown():
+    status = hostile_status("x")
+    flow = status["flows"][0]
+    flow["lag"] = {"records": 0, "seconds": 0.0, "unknown_partitions": 0}
+    assert "caught up" in _lag_figure(page.fragment(status, None))
+    flow["lag"] = {"records": 0, "seconds": 0.0, "unknown_partitions": 1}
+    text = _lag_figure(page.fragment(status, None))
+    assert "caught up" not in text and "≥ 0 records" in text and "1 partition of unknown lag" in text
+    flow["lag"] = {"records": 1234, "seconds": 75.0, "unknown_partitions": 3}
+    text = _lag_figure(page.fragment(status, None))
+    assert "≥ 1,234 records" in text and "≥ 1 min" in text and "3 partitions of unknown lag" in text
+    flow["lag"] = {"records": None, "seconds": None, "unknown_partitions": 2}
+    text = _lag_figure(page.fragment(status, None))
+    assert "unknown" in text and "2 partitions of unknown lag" in text
+
+
 def test_a_missing_field_is_an_error_not_an_empty_cell():
     status = hostile_status("x")
     del status["flows"][0]["top_partitions"][0]["topic"]
