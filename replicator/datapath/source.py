@@ -63,7 +63,9 @@ READ_TIMEOUT_S = 120.0  # no progress at all for this long: fail the task (Spark
 #: stop that cannot wait replays the whole running batch, and records that arrive meanwhile
 #: wait for the next one. A backlog taken whole (hours of records after an outage) would make
 #: all three as long as the catch-up; 30 s keeps them about as long as MM2's default offset
-#: flush (60 s), at Spark's ~0.2-0.6 s of planning and commit per batch (1-2 %).
+#: flush (60 s) at no measurable cost, where batches of a few seconds cost a third or more of the
+#: rate in a JVM's first minute (bench/NOTES.md: each boundary stops every task, and Spark's
+#: per-batch work runs cold).
 BATCH_SECONDS = float(os.environ.get("SPARKMIRROR_MICRO_BATCH_SECONDS", "30"))
 #: Until a batch has shown how fast the copy is, a batch takes at most this many records
 #: (~5 GB of 1-KB records: 20-60 s on a 2-core machine, more for larger records).
