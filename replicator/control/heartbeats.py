@@ -22,6 +22,13 @@ from replicator.model.records import Heartbeat
 
 log = logging.getLogger("sparkmirror.heartbeats")
 
+#: A producer that has had heartbeats waiting this long (or ten intervals, if longer) without a
+#: single delivery report, success or failure, is replaced by a new one. Once, after its cluster
+#: came back from an outage, the producer of the heartbeats into that cluster delivered nothing
+#: more for minutes while every other client of it worked, and the monitor paged on stopped
+#: heartbeats over a healthy flow. Heartbeats are disposable: the waiting ones are dropped.
+STUCK_AFTER_S = 30.0
+
 
 class HeartbeatEmitter:
     #: Seconds between attempts of a failing ``prepare()``; None: the control loops' default.
@@ -32,10 +39,17 @@ class HeartbeatEmitter:
         self.topic = flow.policy.heartbeats_topic()
         self.interval = float(flow.emit_heartbeats_interval_seconds)
         self._admin = admin(config, flow.target, flow)
-        self._producer = producer(config, flow.target, flow, **{"linger.ms": 0, "acks": "all"})
+        self._new_producer = lambda: producer(config, flow.target, flow, **{"linger.ms": 0, "acks": "all"})
+        self._producer = self._new_producer()
         self.sent = 0
         self.failed = 0
+        self.replaced = 0  # producers replaced because they stopped reporting
         self._last_error_logged = 0.0
+        self._last_report = time.monotonic()  # the newest delivery report (success or failure), or the start
+        # how long heartbeats may wait unreported before the producer is replaced: doubles with every
+        # replacement that brings no report either (the cluster is simply down), back once one comes
+        self._stuck_base = max(STUCK_AFTER_S, 10 * self.interval)
+        self._stuck_after = self._stuck_base
 
     def prepare(self) -> None:
         ensure_internal_topic(self._admin, self.flow.target, self.topic,
@@ -48,7 +62,9 @@ class HeartbeatEmitter:
         sent_metric = metrics().heartbeats.labels(f"{self.flow.target}->{self.flow.source}")
 
         def on_delivery(err, msg):
+            self._last_report = time.monotonic()
             if err is None:
+                self._stuck_after = self._stuck_base
                 self.sent += 1
                 sent_metric.inc()
             else:
@@ -59,6 +75,7 @@ class HeartbeatEmitter:
                     log.warning("heartbeat %s->%s not delivered to %s on %s: %s", self.flow.source,
                                 self.flow.target, self.topic, self.flow.target, err)
 
+        self._replace_if_stuck()
         try:
             # Partition 0, as MirrorHeartbeatTask writes it.
             self._producer.produce(self.topic, key=hb.encode_key(), value=hb.encode_value(), partition=0,
@@ -66,6 +83,28 @@ class HeartbeatEmitter:
         except BufferError:
             pass  # the target is unreachable and the queue is full; keep trying
         self._producer.poll(0)
+
+    def _replace_if_stuck(self) -> None:
+        waiting = len(self._producer)
+        if not waiting:
+            self._last_report = time.monotonic()  # nothing outstanding: nothing can be late
+            return
+        silent = time.monotonic() - self._last_report
+        if silent < self._stuck_after:
+            return
+        log.warning("heartbeats %s->%s: %d waiting in the producer for %s on %s and no delivery report for %.0f s; "
+                    "replacing the producer (the waiting heartbeats are dropped)", self.flow.source,
+                    self.flow.target, waiting, self.topic, self.flow.target, silent)
+        old = self._producer
+        self._producer = self._new_producer()
+        self.replaced += 1
+        self._last_report = time.monotonic()
+        self._stuck_after = min(2 * self._stuck_after, 10 * self._stuck_base)
+        try:
+            old.purge()
+            old.flush(0)
+        except Exception as exc:  # a client that no longer answers: it is dropped either way
+            log.debug("heartbeats: dropping the old producer: %r", exc)
 
     def run(self, stop: threading.Event) -> None:
         """Emit every ``interval`` seconds until ``stop``, in the control loops' ``run_loop``: a
