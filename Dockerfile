@@ -5,7 +5,7 @@
 #       replicate /etc/sparkmirror/mm2.properties --checkpoint-dir /var/lib/sparkmirror/checkpoints
 #
 # Spark needs a Java runtime; the pinned spark-sql-kafka-0-10 connector jars are fetched
-# from Maven Central at build time (replicator/artifacts.py) into the image's cache.
+# from Maven Central at build time (sparkmirror/artifacts.py) into the image's cache.
 FROM python:3.12-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -23,8 +23,9 @@ COPY pyproject.toml README.md ./
 COPY replicator ./replicator
 COPY monitor ./monitor
 COPY sparkmirror ./sparkmirror
+COPY sparkmirror_cli ./sparkmirror_cli
 RUN pip install --no-cache-dir . \
- && python -c "from replicator import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
+ && python -c "from sparkmirror import artifacts as a; a.ensure(a.SPARK_KAFKA)" \
  && rm -rf /root/.m2
 # The driver JVM's class-data archive (replicator/datapath/cds.py): Spark starts ~3 s faster.
 # Only speed depends on it, so an image without it still builds (and says so).

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from alerts.thresholds import Thresholds
-from replicator import __version__
+from sparkmirror import __version__
 
 #: The project's public repository (web URL).
 REPOSITORY = "https://github.com/sparkmirror/sparkmirror"

@@ -1,22 +1,23 @@
-"""``python -m alerts.generate [--check] [--config FILE] [--output-dir DIR]``: render the alerting mixin.
+"""``python -m alerts.generate [--check]``: render the alert rules and their promtool tests.
 
 One config (alerts/config.py: selector, thresholds, ``for`` durations, runbook
-base URL) renders three things, the way the Prometheus monitoring-mixins do:
+base URL) renders these, and ``python -m generate`` renders them together with the
+dashboards and the Kubernetes manifests, the way the Prometheus monitoring-mixins do:
 
 - the rule file, alerts/sparkmirror-rules.yml (what Prometheus loads;
   docker-compose.yml mounts it);
 - the promtool unit tests, alerts/tests/*.yml, from the hand-written cases in
   alerts/cases/*.yml: each expected alert gets its rule's ``severity`` label and
   ``runbook_url`` annotation from the config (``promtool test rules
-  alerts/tests/*.yml``);
-- the Grafana dashboards, dashboards/json/*.json, whose thresholds and alert
-  panels (firing alerts, runbook links) come from the same config.
+  alerts/tests/*.yml``).
 
-Without ``--output-dir`` the committed files are written with the default
-config; a unit test runs ``--check``, so a change to the rules, the cases, the
-thresholds or ``sparkmirror.metrics`` without regenerating fails the suite. With
-``--config my.yml --output-dir out/`` a deployment gets its own
-``out/sparkmirror-rules.yml``, ``out/tests/*.yml`` and ``out/dashboards/*.json``.
+The Grafana dashboards (dashboards/json/*.json) take their thresholds and alert panels
+from the same config.
+
+The committed files are written with the default config; a unit test runs
+``--check``, so a change to the rules, the cases, the thresholds or
+``sparkmirror.metrics`` without regenerating fails the suite. A deployment's own
+config renders with ``python -m generate --config my.yml --output-dir out/``.
 The cases' inputs are written for the default thresholds: with other thresholds,
 run the rendered tests to see which expectations moved.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -86,39 +86,24 @@ def write_rules(path: Path, config: mixin.Config = mixin.DEFAULT,
     return path
 
 
-def _targets(config: mixin.Config, output_dir: Path | None) -> dict[Path, str]:
-    from dashboards import generate as dashboards
-    from deploy import generate as kubernetes
-
+def targets(config: mixin.Config = mixin.DEFAULT, output_dir: Path | None = None) -> dict[Path, str]:
+    """Path -> text of the rule file and its promtool tests (the committed ones without ``output_dir``)."""
     rules_path = output_dir / "sparkmirror-rules.yml" if output_dir else RULES_PATH
     tests_dir = output_dir / "tests" if output_dir else TESTS_DIR
-    json_dir = output_dir / "dashboards" if output_dir else dashboards.JSON_DIR
     files = {rules_path: render(config)}
     files.update({tests_dir / name: text for name, text in render_tests(config).items()})
-    files.update({json_dir / name: dashboards.render(model) for name, model in dashboards.dashboards(config).items()})
-    # the Kubernetes manifests carry the same rules (PrometheusRule) and dashboards (ConfigMaps)
-    files.update(kubernetes.render_all(config, output_dir / "kubernetes" if output_dir else kubernetes.ROOT))
     return files
 
 
-def write(config: mixin.Config = mixin.DEFAULT, output_dir: Path | None = None) -> list[Path]:
-    written = []
-    for path, text in _targets(config, output_dir).items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
-    return written
-
-
 def stale() -> list[str]:
-    """Committed files that differ from what the default config renders, or rendered files no
-    longer produced (a removed case)."""
+    """Committed rule and test files that differ from what the default config renders, or
+    rendered test files no longer produced (a removed case)."""
     def shown(path: Path) -> str:
         return str(path.relative_to(ALERTS_DIR.parent)) if path.is_relative_to(ALERTS_DIR.parent) else str(path)
 
-    targets = _targets(mixin.DEFAULT, None)
-    problems = [shown(p) for p, text in targets.items() if not p.exists() or p.read_text() != text]
-    problems += [shown(p) for p in sorted(TESTS_DIR.glob("*.yml")) if p not in targets]
+    files = targets()
+    problems = [shown(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
+    problems += [shown(p) for p in sorted(TESTS_DIR.glob("*.yml")) if p not in files]
     return problems
 
 
@@ -126,30 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m alerts.generate", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a committed file is not what the default config renders")
-    parser.add_argument("--config", type=Path, help="mixin config (YAML, see alerts/config.py)")
-    parser.add_argument("--runbook-base", help="absolute URL of your copy of docs/runbooks.md "
-                                               f"(default {mixin.DEFAULT_RUNBOOK_BASE})")
-    parser.add_argument("--output-dir", type=Path,
-                        help="write sparkmirror-rules.yml, tests/ and dashboards/ here instead of the committed "
-                             "files")
     args = parser.parse_args(argv)
     if args.check:
         problems = stale()
         for name in problems:
             print(f"{name} is not current: run python -m alerts.generate", file=sys.stderr)
         return 1 if problems else 0
-    try:
-        config = mixin.load(args.config) if args.config else mixin.DEFAULT
-        if args.runbook_base:
-            config = replace(config, runbook_base=args.runbook_base)
-    except mixin.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if config != mixin.DEFAULT and args.output_dir is None:
-        print("error: a non-default config renders into --output-dir DIR; the committed files use the defaults",
-              file=sys.stderr)
-        return 2
-    for path in write(config, args.output_dir):
+    for path, text in targets().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
         print(f"wrote {path}")
     return 0
 

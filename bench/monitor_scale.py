@@ -75,7 +75,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procstats import TreeSampler
 from devenv.kafka import KafkaCluster, free_port
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.copier import DelayedCopier, SteadyProducer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -48,7 +48,7 @@ from bench.procstats import TreeSampler
 from bench.workloads import WORKLOADS
 from devenv.kafka import KafkaCluster, free_port
 from devenv.mm2 import MirrorMaker2, single_node_settings
-from replicator import artifacts
+from sparkmirror import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
@@ -284,7 +284,7 @@ def _start_system(system: str, src: str, dst: str, topic: str, partitions: int, 
         home = JAVA_HOME[0]
         env = {**os.environ, "JAVA_HOME": str(home), "PATH": f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replicator.cli", "replicate", str(cfg), "--checkpoint-dir",
+        [sys.executable, "-m", "sparkmirror_cli.main", "replicate", str(cfg), "--checkpoint-dir",
          str(work / f"{system}-{topic}-ckpt"), "--metrics-listen", "off", *args],
         stdout=open(work / f"{system}-{topic}.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
         cwd=src_tree, env=env)
@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         JAVA_HOME.append(args.java_home.resolve())
     if args.baseline_src is not None:
         if not (args.baseline_src / "replicator" / "cli.py").is_file():
-            ap.error(f"--baseline-src {args.baseline_src}: no replicator/cli.py there")
+            ap.error(f"--baseline-src {args.baseline_src}: no sparkmirror_cli/main.py there")
         BASELINE_SRC.append(args.baseline_src.resolve())
     chosen = [WORKLOADS[w.strip()] for w in args.workloads.split(",")]
     artifacts.ensure_all()

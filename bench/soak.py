@@ -81,7 +81,7 @@ class Traffic(NumberedProducer):
 
 
 class Proc:
-    """A ``python -m replicator.cli ...`` child with its output in a log file."""
+    """A ``python -m sparkmirror_cli.main ...`` child with its output in a log file."""
 
     def __init__(self, args: list[str], log: Path) -> None:
         self.args, self.log = args, log
@@ -89,7 +89,7 @@ class Proc:
 
     def start(self) -> "Proc":
         out = open(self.log, "ab")
-        self.p = subprocess.Popen([sys.executable, "-m", "replicator.cli", *self.args], stdout=out,
+        self.p = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", *self.args], stdout=out,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                   env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
         return self

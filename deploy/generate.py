@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from replicator import __version__
+from sparkmirror import __version__
 
 ROOT = Path(__file__).resolve().parent / "kubernetes"
 #: The image the Dockerfile builds (`docker build -t sparkmirror:VERSION .`); push it to your
@@ -249,7 +249,7 @@ def _kustomization(files: list[str]) -> dict:
 
 def render_all(config=None, root: Path = ROOT) -> dict[Path, str]:
     """Every file under ``root`` (default deploy/kubernetes/); ``config``: the alerting mixin's
-    config for the PrometheusRule and dashboards (``python -m alerts.generate`` passes its own)."""
+    config for the PrometheusRule and dashboards (``python -m generate`` passes its own)."""
     out: dict[Path, str] = {}
     for folder, objects in (("monitor", monitor_objects(config)), ("replicator", replicator_objects())):
         for file_name, docs in objects.items():

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from devenv.kafka import KafkaCluster
-from replicator import artifacts
+from sparkmirror import artifacts
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from devenv import clusters
-from replicator import artifacts
-from replicator.signals import StopSignals
+from sparkmirror import artifacts
+from sparkmirror.signals import StopSignals
 
 log = logging.getLogger("sparkmirror.demo")
 
@@ -98,7 +98,7 @@ def run(duration: float | None = None, listen: str = "127.0.0.1:9464", rate: flo
             t = threading.Thread(target=target, args=args, daemon=True)
             t.start()
             threads.append(t)
-        cli = [sys.executable, "-m", "replicator.cli"]
+        cli = [sys.executable, "-m", "sparkmirror_cli.main"]
         with open(work / "replicator.log", "ab") as rlog:
             children.append(("replicator", subprocess.Popen(
                 [*cli, "replicate", str(CONFIG), "--checkpoint-dir", str(work / "checkpoints")],

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devenv.security import SaslSsl
-from replicator import artifacts
+from sparkmirror import artifacts
 from sparkmirror.errors import ClusterError
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from replicator import artifacts
+from sparkmirror import artifacts
 
 log = logging.getLogger(__name__)
 

@@ -117,7 +117,7 @@ def register(subparsers) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> MonitorOptions:
-    from replicator.model.filters import GroupFilter, TopicFilter
+    from sparkmirror.model.filters import GroupFilter, TopicFilter
     from sparkmirror.webconfig import load_web_config
 
     host, port = parse_listen(args.listen, "--listen", DEFAULT_LISTEN)
@@ -149,7 +149,7 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
 
     options = options_from_args(args)
     config = load_config(args.config)  # a bad file is refused before the HTTP and OTel stacks are even imported

@@ -60,7 +60,7 @@ from monitor.exporters.prometheus import build_registry
 from monitor.history import History
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
-from replicator import __version__
+from sparkmirror import __version__
 from sparkmirror.errors import SparkmirrorError
 from sparkmirror.webreload import LiveWebConfig
 

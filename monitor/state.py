@@ -30,8 +30,8 @@ from monitor.watch import WatchedFlow
 #: for telling when a checkpoint became due (see evaluator: checkpoints).
 RECENT_SYNCS = 16
 GROUP_HISTORY = 16
-from replicator.model.offsets import OffsetSyncStore
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.offsets import OffsetSyncStore
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 
 TopicPartition = tuple[str, int]
 
@@ -285,7 +285,7 @@ class MonitorState:
         self.flows = {f.name: FlowState(f, self.started_at, window=window) for f in flows}
         for fs in self.flows.values():
             # As the replicator's own store: interpolating between syncs assumes a target without
-            # gaps, which transactions break (replicator.model.offsets.OffsetSyncStore).
+            # gaps, which transactions break (sparkmirror.model.offsets.OffsetSyncStore).
             fs.sync_store = OffsetSyncStore(fs.watch.offset_lag_max, interpolate=not fs.watch.target_has_gaps)
         self.decode_errors: Counter = Counter()  # (cluster, topic, record_type) -> count
         # Every heartbeat latency sample, until a reader takes them (the OTel exporter, when it

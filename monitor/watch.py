@@ -1,6 +1,6 @@
 """What the monitor watches: the flows of an mm2.properties plus the monitor's own options.
 
-The MM2 model (``replicator.model.config``) knows everything about a flow; the
+The MM2 model (``sparkmirror.model.config``) knows everything about a flow; the
 monitor needs a small, fixed subset of it (topic names, filters, intervals,
 where the offset-syncs live) and its own knobs (refresh cadence, label
 granularity, allow/deny lists). ``WatchedFlow`` is that subset, computed once
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkmirror.errors import ConfigError
-from replicator.model.filters import GroupFilter, TopicFilter, replicable_topic
-from replicator.model.policy import ReplicationPolicy
+from sparkmirror.model.filters import GroupFilter, TopicFilter, replicable_topic
+from sparkmirror.model.policy import ReplicationPolicy
 
 if TYPE_CHECKING:
     from sparkmirror.webconfig import WebConfig  # ssl and friends: imported only when a command needs them
@@ -124,6 +124,6 @@ def watched_flows(config) -> list[WatchedFlow]:
 
 def librdkafka_client(config, alias: str, role: str) -> dict[str, str]:
     """confluent-kafka settings for the monitor's ``role`` client of cluster ``alias``."""
-    from replicator.model.clients import librdkafka_config
+    from sparkmirror.model.clients import librdkafka_config
 
     return dict(librdkafka_config(config.client_config(alias, role), role, cluster=alias))

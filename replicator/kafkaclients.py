@@ -10,8 +10,8 @@ import uuid
 
 from sparkmirror.adminproc import AdminProcess
 from sparkmirror.logsetup import LibrdkafkaLog
-from replicator.model.clients import librdkafka_config
-from replicator.model.config import FlowConfig, MM2Config
+from sparkmirror.model.clients import librdkafka_config
+from sparkmirror.model.config import FlowConfig, MM2Config
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import catchup
 from replicator.datapath.app import SparkApp
 from replicator.datapath.flow import FlowReplicator
-from replicator.signals import StopSignals
+from sparkmirror.signals import StopSignals
 from sparkmirror.errors import ConfigError, SparkmirrorError
 from replicator.kafkaclients import admin
 
@@ -112,7 +112,7 @@ class ReplicatorService:
 
     def _log_start_up_warnings(self) -> None:
         """What `sparkmirror validate` would warn about, and where this run deliberately differs from MM2."""
-        from replicator.model.differences import mm2_differences
+        from sparkmirror.model.differences import mm2_differences
 
         for warning in self.config.warnings:
             log.warning("%s", warning)

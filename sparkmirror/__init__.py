@@ -11,6 +11,13 @@
 - ``logsetup``: how both processes log (text or JSON lines, thread context fields,
   librdkafka's log callback, Spark's log4j in the same format).
 - ``listen``: the one ``HOST:PORT`` syntax of ``--listen`` and ``--metrics-listen``.
+- ``model``: the MM2 model with no I/O: configuration and its layering, replication
+  policies, filters, the three internal record formats, offset translation.
+- ``configfile``: reading mm2.properties (config providers included) into that model.
+- ``artifacts``: the pinned jars (Kafka, MM2, Spark's connector) and their cache.
+- ``signals``: SIGTERM and SIGINT turned into an event without work in a handler.
 
-Nothing here imports ``replicator`` or ``monitor``.
+Nothing here imports ``replicator``, ``monitor`` or ``sparkmirror_cli``.
 """
+
+__version__ = "0.1.0"

@@ -15,7 +15,7 @@ from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord, TopicTail
 from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, WatchedFlow
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 
 
 class CheckpointCollector:

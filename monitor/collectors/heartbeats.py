@@ -27,7 +27,7 @@ from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord, TopicTail
 from monitor.state import MonitorState
 from monitor.watch import WatchedFlow
-from replicator.model.records import Heartbeat
+from sparkmirror.model.records import Heartbeat
 
 #: Records read back from the end of each partition at start, for the newest heartbeat.
 STARTUP_RECORDS = 100

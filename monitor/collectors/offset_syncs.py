@@ -17,7 +17,7 @@ from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord, TopicTail
 from monitor.state import MonitorState
 from monitor.watch import WatchedFlow
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 
 
 class OffsetSyncCollector:

@@ -30,7 +30,7 @@ from replicator.control.offsetsyncs_reader import InternalTopicReader, OffsetSyn
 from replicator.control.topics import ensure_internal_topic
 from sparkmirror.adminproc import AdminProcessError, run_admin
 from sparkmirror.errors import ClusterError, RecordFormatError
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 
 log = logging.getLogger("sparkmirror.checkpoints")
 

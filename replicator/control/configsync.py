@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from replicator.control.topics import config_carried, config_source as _source
 from sparkmirror.errors import ClusterError
-from replicator.model.filters import replicable_topic
+from sparkmirror.model.filters import replicable_topic
 
 log = logging.getLogger("sparkmirror.configsync")
 

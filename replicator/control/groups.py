@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from replicator.kafkaclients import group_admin
 from sparkmirror.adminproc import run_admin
 from sparkmirror.errors import ClusterError
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 
 log = logging.getLogger("sparkmirror.groups")
 

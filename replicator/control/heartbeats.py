@@ -18,7 +18,7 @@ from replicator.kafkaclients import admin, producer
 from replicator.control.loop import run_loop
 from replicator.control.topics import ensure_internal_topic
 from replicator.metrics import metrics
-from replicator.model.records import Heartbeat
+from sparkmirror.model.records import Heartbeat
 
 log = logging.getLogger("sparkmirror.heartbeats")
 

@@ -7,7 +7,7 @@ between two rounds or read twice. The checkpoint loop, ``sparkmirror translate``
 inspect`` use it.
 
 ``OffsetSyncsReader`` feeds a flow's offset-syncs topic into an OffsetSyncStore
-(replicator.model.offsets). The store lives only in memory: after a restart it
+(sparkmirror.model.offsets). The store lives only in memory: after a restart it
 is rebuilt by reading the topic from its beginning, so every sync still in the
 topic counts again. The topic is compacted by key (topic, partition); once the
 log cleaner has run over a segment, only the newest sync of each partition in
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from replicator.kafkaclients import client_conf, watermarks
 from sparkmirror.errors import ClusterError, RecordFormatError
-from replicator.model.offsets import OffsetSyncStore
-from replicator.model.records import OffsetSync
+from sparkmirror.model.offsets import OffsetSyncStore
+from sparkmirror.model.records import OffsetSync
 
 log = logging.getLogger("sparkmirror.offset_syncs")
 

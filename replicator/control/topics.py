@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from sparkmirror.errors import ClusterError
-from replicator.model.filters import replicable_topic
+from sparkmirror.model.filters import replicable_topic
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from replicator import artifacts
+from sparkmirror import artifacts
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def java_options() -> str:
 
 def build(force: bool = False) -> Path:
     """Build the archive (if absent or ``force``) and return its path. Raises RuntimeError if the
-    training session fails or the JVM writes no archive."""
+    training session (``cds_training``) fails or the JVM writes no archive."""
     path = archive_path()
     if path.is_file() and not force:
         return path
@@ -94,7 +94,7 @@ def build(force: bool = False) -> Path:
     with tempfile.TemporaryDirectory(prefix="sparkmirror-cds-") as work:
         out_path = Path(work) / "training.log"
         with open(out_path, "wb") as out:
-            proc = subprocess.run([sys.executable, "-m", "replicator.datapath.cds", "--train", str(tmp)],
+            proc = subprocess.run([sys.executable, "-m", "replicator.datapath.cds_training", str(tmp)],
                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
         text = out_path.read_text(errors="replace")
         pid = next((int(line.split()[1]) for line in text.splitlines() if line.startswith("jvm-pid ")), None)
@@ -128,58 +128,5 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _train(archive: str) -> None:
-    """The training session: load what a replicator's start-up loads, then exit."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-    from replicator.datapath.spark import build_session
-
-    spark = build_session(conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive} {QUIET}"},
-                          cds=False)
-    print("jvm-pid", spark.sparkContext._jvm.ProcessHandle.current().pid(), flush=True)
-    spark.range(1000).selectExpr("sum(id)").collect()
-
-    class Reader(DataSourceStreamReader):
-        def initialOffset(self):
-            return {"n": 0}
-
-        def latestOffset(self):
-            return {"n": 1}
-
-        def partitions(self, start, end):
-            return [InputPartition(0)]
-
-        def read(self, partition):
-            yield (1,)
-
-        def commit(self, end):
-            pass
-
-    class Training(DataSource):
-        @classmethod
-        def name(cls):
-            return "sparkmirror_cds_training"
-
-        def schema(self):
-            return "n int"
-
-        def streamReader(self, schema):
-            return Reader()
-
-    spark.dataSource.register(Training)
-    with tempfile.TemporaryDirectory(prefix="sparkmirror-cds-ck-") as ck:
-        query = (spark.readStream.format("sparkmirror_cds_training").load().writeStream
-                 .option("checkpointLocation", ck).foreachBatch(lambda df, _id: df.collect())
-                 .trigger(availableNow=True).start())
-        query.awaitTermination(120)
-        # Spark's Kafka source and sink classes (no broker is contacted until a query starts)
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option(
-            "subscribe", "t").load().schema
-    spark.stop()
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--train":
-        _train(sys.argv[2])
-    else:
-        print(build(force="--force" in sys.argv))
+    print(build(force="--force" in sys.argv))

@@ -298,7 +298,7 @@ class FlowReplicator:
 
     # -- the streaming query -----------------------------------------------------------
     def _spark_source_options(self) -> dict[str, str]:
-        from replicator.model.clients import spark_kafka_options
+        from sparkmirror.model.clients import spark_kafka_options
 
         opts = spark_kafka_options(self.config.client_config(self.flow.source, "consumer", self.flow),
                                    cluster=self.flow.source)

@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from replicator import artifacts
+from sparkmirror import artifacts
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ return where they landed as runs: a source range and where it starts downstream,
 or a range the source deleted before it was copied, or a partition that was
 re-created. OffsetSyncWriter.read_runs turns the runs into MM2 offset-syncs (MM2's
 emission rule, exact downstream offsets from the delivery reports:
-replicator.model.offsets), reports what the source lost, and counts what the batch
+sparkmirror.model.offsets), reports what the source lost, and counts what the batch
 copied; send() writes the syncs, together with the pending newest sync of every
 partition, to partition 0 of the flow's offset-syncs topic. The flow's query
 (replicator.datapath.flow) lets Spark commit the batch only after send() returned,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from replicator.kafkaclients import producer
 from replicator.metrics import metrics
-from replicator.model.offsets import OffsetSyncEmitter
+from sparkmirror.model.offsets import OffsetSyncEmitter
 from sparkmirror.errors import ClusterError
 
 log = logging.getLogger("sparkmirror.replicate")

@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from replicator import artifacts
+from sparkmirror import artifacts
 from replicator.datapath import scratch
 from replicator.datapath.cds import java_options as cds_options
 from sparkmirror import logsetup

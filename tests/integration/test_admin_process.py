@@ -207,11 +207,11 @@ def test_an_abort_mid_request_is_one_clear_error_and_the_next_request_works(kafk
 
 def test_the_replicators_group_requests_run_in_a_child_and_outlive_its_abort(kafka_clusters, unique, tmp_path):
     """The checkpoint loop's committed offsets and group offset sync's commits, as the driver asks them."""
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
     from replicator.control.checkpoints import committed_offsets
     from replicator.control.groups import commit_checkpoints, group_offsets
     from replicator.kafkaclients import group_admin
-    from replicator.model.records import Checkpoint
+    from sparkmirror.model.records import Checkpoint
 
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     topic, group = f"orders-{unique}", f"billing-{unique}"
@@ -256,7 +256,7 @@ def test_the_replicators_describe_configs_and_list_groups_run_in_a_child_and_out
     errors); an abort of the child costs no more than a fresh child."""
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
     from replicator.control.checkpoints import list_groups
     from replicator.kafkaclients import admin, group_admin
 

@@ -48,8 +48,8 @@ from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
 from devenv.kafka import free_port
-from replicator import artifacts
-from replicator.model.records import Heartbeat
+from sparkmirror import artifacts
+from sparkmirror.model.records import Heartbeat
 from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic
 from tests.support.monitor import Flow, commit_group, flow_of, produce_raw, write_mm2_config

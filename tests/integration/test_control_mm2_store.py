@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from replicator import artifacts
-from replicator.model.offsets import OffsetSyncStore
+from sparkmirror import artifacts
+from sparkmirror.model.offsets import OffsetSyncStore
 from tests.support.mm2_store import MM2OffsetSyncStore, data_path_syncs
 
 pytestmark = [pytest.mark.mm2]

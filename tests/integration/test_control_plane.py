@@ -32,8 +32,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions,
                                    ResourcePatternType, ResourceType)
 
-from replicator.model.offsets import OffsetSyncStore
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.offsets import OffsetSyncStore
+from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.kafka import consume_all, create_topic
 from tests.support.replicator import Replicator, write_config
 from tests.support.mm2_store import MM2OffsetSyncStore
@@ -57,7 +57,7 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replicator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -107,7 +107,7 @@ def _write_big_syncs(bootstrap: str, topic: str) -> list[OffsetSync]:
     data path's speed, not the checkpoints' precision.
     """
     from replicator.control.topics import ensure_internal_topic
-    from replicator.model.offsets import OffsetSyncEmitter
+    from sparkmirror.model.offsets import OffsetSyncEmitter
 
     ensure_internal_topic(_admin(bootstrap), "primary", "mm2-offset-syncs.dr.internal", 1)
     emitter = OffsetSyncEmitter(LAG_MAX)

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
 

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from devenv import clusters
 from devenv.kafka import _port_open, free_port
-from replicator import artifacts
+from sparkmirror import artifacts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -56,7 +56,7 @@ def test_ctrl_c_stops_the_demo_in_order(tmp_path):
         if (artifacts.cache_dir() / name).exists():
             (cache / name).symlink_to(artifacts.cache_dir() / name)
     out = open(tmp_path / "demo.out", "wb")
-    demo = subprocess.Popen([sys.executable, "-m", "replicator.cli", "demo", "--listen", f"127.0.0.1:{free_port()}"],
+    demo = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "demo", "--listen", f"127.0.0.1:{free_port()}"],
                             cwd=ROOT, env={**os.environ, "SPARKMIRROR_CACHE": str(cache)},
                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     dr = clusters.dev_cluster("dr").bootstrap

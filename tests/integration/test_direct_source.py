@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 import pytest
 
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
 

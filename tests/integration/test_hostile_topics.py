@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devenv.kafka import free_port
 from sparkmirror.errors import RecordFormatError
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import create_topic, produce
 from tests.support.monitor import write_mm2_config
 
@@ -121,7 +121,7 @@ def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clust
     port = free_port()
     log_path = tmp_path / "monitor.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "monitor", str(config), "--listen",
+        proc = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "monitor", str(config), "--listen",
                                  f"127.0.0.1:{port}", "--interval", "0.5", "--metadata-interval", "1"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -158,7 +158,7 @@ def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clust
     # inspect lists each topic to its end, the garbage as error lines, and exits 0
     for topic, (bootstrap, cls, _good) in topics.items():
         cluster = target if bootstrap == dr else source
-        out = subprocess.run([sys.executable, "-m", "replicator.cli", "inspect", str(config), "--cluster", cluster,
+        out = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "inspect", str(config), "--cluster", cluster,
                               "--topic", topic, "--json", "--timeout", "30"], capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr[-3000:]

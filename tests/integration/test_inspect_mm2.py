@@ -30,8 +30,8 @@ from confluent_kafka.admin import AdminClient
 
 from devenv import mm2 as mm2_runner
 from devenv.mm2 import MirrorMaker2, single_node_settings
-from replicator import artifacts
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror import artifacts
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
 
@@ -63,7 +63,7 @@ public class MirrorTranslate {
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replicator.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True, timeout=120)
 
 
 def _wait(predicate, timeout: float, what: str, alive=None):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from replicator.configfile import load_config
+from sparkmirror.configfile import load_config
 from replicator.control.offsetsyncs_reader import InternalTopicReader, OffsetSyncsReader
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import create_topic
 from tests.support.replicator import write_config
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 from replicator.control.heartbeats import HeartbeatEmitter
-from replicator.model.config import parse_config
-from replicator.model.records import Heartbeat, OffsetSync
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.records import Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator
 

@@ -58,7 +58,7 @@ def test_replicator_writes_only_json_lines_including_sparks_own(kafka_clusters, 
 def test_monitor_and_config_errors_are_json(kafka_clusters, tmp_path):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     config = write_config(tmp_path / "mm2.properties", primary, dr)
-    proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "monitor", str(config), "--listen", "127.0.0.1:0",
+    proc = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "monitor", str(config), "--listen", "127.0.0.1:0",
                              "--log-format", "json"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(8)
@@ -71,7 +71,7 @@ def test_monitor_and_config_errors_are_json(kafka_clusters, tmp_path):
 
     broken = tmp_path / "broken.properties"
     broken.write_text("clusters = a\na->b.enabled = true\n")
-    done = subprocess.run([sys.executable, "-m", "replicator.cli", "--log-format", "json", "replicate", str(broken)],
+    done = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "--log-format", "json", "replicate", str(broken)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     [error] = _objects(done.stderr)

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from devenv.mm2 import MirrorMaker2, single_node_settings
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]

@@ -35,7 +35,7 @@ RECORDS = 20
 
 def _cluster_default(bootstrap: str, *change: str) -> None:
     """kafka-configs --entity-type brokers --entity-default (confluent-kafka cannot name the default resource)."""
-    from replicator import artifacts
+    from sparkmirror import artifacts
 
     cmd = [artifacts.java_binary(), "-Xmx256m", "-cp", artifacts.ensure(artifacts.KAFKA).classpath(),
            "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--entity-type", "brokers",

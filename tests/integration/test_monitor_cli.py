@@ -22,7 +22,7 @@ def test_monitor_process_serves_and_stops_on_sigterm(kafka_clusters, tmp_path, u
         f"p{unique}": kafka_clusters.primary.bootstrap, f"d{unique}": kafka_clusters.dr.bootstrap,
     }, [(f"p{unique}", f"d{unique}")], {"topics": f"nothing-{unique}"})
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "monitor", str(config),
+    proc = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "monitor", str(config),
                              "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 from tests.support.monitor import Flow, RunningMonitor, partition_of, produce_raw, sample
 
 pytestmark = pytest.mark.kafka

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from devenv.kafka import free_port
-from replicator.model.records import Heartbeat, OffsetSync
+from sparkmirror.model.records import Heartbeat, OffsetSync
 from tests.support.kafka import create_topic
 from tests.support.monitor import RunningMonitor, produce_raw, write_mm2_config
 

@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from devenv.mm2 import MirrorMaker2, single_node_settings
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import create_topic
 from tests.support.monitor import CommittingGroup, RunningMonitor, false_skips, produce_raw, sample
 

@@ -16,7 +16,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 from tests.support.kafka import create_topic
 from tests.support.monitor import Flow, RunningMonitor, partition_of, produce_raw, sample
 

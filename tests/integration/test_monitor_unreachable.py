@@ -14,7 +14,7 @@ import time
 import pytest
 
 from devenv.kafka import free_port
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import create_topic
 from tests.support.monitor import RunningMonitor, partition_of, produce_raw, sample, \
     write_mm2_config
@@ -99,7 +99,7 @@ def test_a_refresh_with_nothing_to_ask_does_not_mark_a_down_cluster_reachable(tm
     from monitor.collectors.offsets import EndOffsetCollector
     from monitor.state import MonitorState
     from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
 
     source, target = f"down-src-{free_port()}", f"down-tgt-{free_port()}"
     config = load_config(write_mm2_config(tmp_path / "mm2.properties", {

@@ -40,7 +40,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.kafka import NumberedProducer, consume_all
 from tests.support.multibroker import BrokerCluster, start_all, three_node_cluster
 from tests.support.prometheus import MonitorProcess

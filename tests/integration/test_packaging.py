@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator import __version__
+from sparkmirror import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD_CONFIG = ROOT / "tests" / "data" / "bad-configs"
@@ -61,7 +61,7 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
     sdist = next(dist.glob("sparkmirror-*.tar.gz"))
     assert wheel.name.startswith(f"sparkmirror-{__version__}-py3-none-any")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ("replicator/cli.py", "monitor/service.py", "replicator/jvm/sparkmirror/MirrorForeachWriter.java",
+    for must in ("sparkmirror_cli/main.py", "monitor/service.py", "replicator/jvm/sparkmirror/MirrorForeachWriter.java",
                  "monitor/exporters/page.py", "monitor/exporters/templates/page.html.j2", "sparkmirror/metrics.py",
                  "sparkmirror/webauth.py"):
         assert must in names, f"{must} missing from {wheel.name}"
@@ -70,10 +70,10 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
     assert top_level == {"replicator", "monitor", "sparkmirror"}, top_level
     entry_points = zipfile.ZipFile(wheel).read(
         f"sparkmirror-{__version__}.dist-info/entry_points.txt").decode()
-    assert "sparkmirror = replicator.cli:main" in entry_points
+    assert "sparkmirror = sparkmirror_cli.main:main" in entry_points
     with tarfile.open(sdist) as tar:
         members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
-    for must in ("pyproject.toml", "README.md", "replicator/cli.py", "monitor/service.py",
+    for must in ("pyproject.toml", "README.md", "sparkmirror_cli/main.py", "monitor/service.py",
                  "replicator/jvm/sparkmirror/MirrorForeachWriter.java"):
         assert must in members, f"{must} missing from {sdist.name}"
 
@@ -114,6 +114,6 @@ def test_installed_console_script_runs_outside_the_checkout(installed):
 def test_installed_package_caches_downloads_outside_site_packages(installed):
     """A wheel's package folder is site-packages: the jar cache goes to the user's cache dir."""
     where = _run(installed, "python", "-c",
-                 "from replicator.artifacts import cache_dir; print(cache_dir())")
+                 "from sparkmirror.artifacts import cache_dir; print(cache_dir())")
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()) == installed["home"] / ".cache" / "sparkmirror"

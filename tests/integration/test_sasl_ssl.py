@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from devenv.security import random_password
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
@@ -100,7 +100,7 @@ def fetch(url: str) -> str:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replicator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
                           timeout=120)
 
 
@@ -260,7 +260,7 @@ def test_wrong_password_is_a_clear_error_naming_the_cluster_and_showing_no_secre
     secrets = {**secrets_of(clusters, client_key), "the wrong password": wrong}
     create_topic(clusters.primary.bootstrap, "wrongpw", 1, **clusters.primary.client_config("mirror"))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "replicator.cli", "replicate", str(config), "--checkpoint-dir",
+    done = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "replicate", str(config), "--checkpoint-dir",
                            str(tmp_path / "ck")], capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
     took = time.monotonic() - started

@@ -109,7 +109,7 @@ def broken_variants(config: Path, secret: dict[str, str]) -> list[Path]:
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replicator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
                           timeout=120, env=env)
 
 
@@ -154,7 +154,7 @@ def test_no_secret_in_any_output(kafka_clusters, tmp_path):
     port = free_port()
     log_path = tmp_path / "monitor.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "-v", "monitor", str(config), "--listen",
+        proc = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "-v", "monitor", str(config), "--listen",
                                  f"127.0.0.1:{port}", "--interval", "0.5", "--timeout", "2"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"

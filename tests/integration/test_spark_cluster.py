@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
 from tests.support.spark_cluster import SparkStandalone
@@ -322,7 +322,7 @@ def test_the_documented_spark_submit_recipe_runs_on_the_cluster(private_kafka_cl
     import subprocess
     import sys
 
-    from replicator import artifacts
+    from sparkmirror import artifacts
     from replicator.datapath import jvmwriter
     from tests.support.spark_cluster import spark_home
 

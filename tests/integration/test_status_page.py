@@ -32,7 +32,7 @@ import pytest
 
 from monitor.exporters import page
 from monitor.history import History
-from replicator.model.records import Checkpoint
+from sparkmirror.model.records import Checkpoint
 from tests.support.chromium import Chromium, require_chromium
 from tests.support.kafka import create_topic
 from tests.support.monitor import (CommittingGroup, RunningMonitor, commit_group, false_skips, flow_of, produce_raw,

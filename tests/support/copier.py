@@ -16,7 +16,7 @@ both keep a timeline of what they did (``Timeline``: when each record was
 acknowledged, and its timestamp) from which the truth at any past moment is
 read back (``true_seconds_lag``, ``true_records_lag``, ``true_heartbeat_latency``).
 
-The records on the wire are MM2's own bytes (``replicator.model.records``).
+The records on the wire are MM2's own bytes (``sparkmirror.model.records``).
 Both run in their own threads; ``close()`` stops them.
 """
 
@@ -29,7 +29,7 @@ from collections import deque
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from replicator.model.records import Heartbeat, OffsetSync
+from sparkmirror.model.records import Heartbeat, OffsetSync
 
 
 def produce(producer: Producer, topic: str, value: bytes, **kwargs) -> None:

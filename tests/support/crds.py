@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from replicator.artifacts import cache_dir
+from sparkmirror.artifacts import cache_dir
 
 MODULE = "github.com/prometheus-operator/prometheus-operator"
 VERSION = "v0.85.0"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import watched_flows
-from replicator.model.config import parse_config
-from replicator.model.records import Heartbeat
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.records import Heartbeat
 
 T0 = 1_800_000_000.0
 FLOW = "a->b"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator import artifacts
+from sparkmirror import artifacts
 from replicator.datapath import jvmwriter
 
 SOURCES = Path(__file__).resolve().parent / "jvm" / "sparkmirror"

@@ -3,8 +3,8 @@ sparkmirror's translation against, and the offset-syncs the data path writes for
 
 from __future__ import annotations
 
-from replicator.model.offsets import OffsetSyncEmitter
-from replicator.model.records import OffsetSync
+from sparkmirror.model.offsets import OffsetSyncEmitter
+from sparkmirror.model.records import OffsetSync
 
 
 class MM2OffsetSyncStore:

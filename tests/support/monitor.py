@@ -24,9 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.service import MonitorService
 from monitor.watch import MonitorOptions
-from replicator.configfile import load_config
-from replicator.model.filters import GroupFilter, TopicFilter
-from replicator.model.records import Heartbeat, OffsetSync
+from sparkmirror.configfile import load_config
+from sparkmirror.model.filters import GroupFilter, TopicFilter
+from sparkmirror.model.records import Heartbeat, OffsetSync
 from tests.support.kafka import create_topic
 
 

@@ -23,7 +23,7 @@ from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devenv.kafka import KafkaCluster, free_port
-from replicator import artifacts
+from sparkmirror import artifacts
 from tests.support.kafka import wait_for_topic
 
 NODES = 3

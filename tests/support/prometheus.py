@@ -165,7 +165,7 @@ class MonitorProcess(_Process):
 
     def command(self) -> list[str]:
         web = ["--web-config-file", str(self.web_config)] if self.web_config else []
-        return [sys.executable, "-m", "replicator.cli", *(["-v"] if self.verbose else []), "monitor",
+        return [sys.executable, "-m", "sparkmirror_cli.main", *(["-v"] if self.verbose else []), "monitor",
                 str(self.config), "--listen", self.address, *web, *self.args]
 
     def request(self, path: str, auth: tuple[str, str] | None = None) -> urllib.request.Request:

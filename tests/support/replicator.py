@@ -54,7 +54,7 @@ class Replicator:
         env = dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g", **self.env)
         self._out = open(self.log_file, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "replicator.cli", "replicate", str(self.config),
+            [sys.executable, "-m", "sparkmirror_cli.main", "replicate", str(self.config),
              "--checkpoint-dir", str(self.checkpoint_dir), *self.extra_args],
             stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True,

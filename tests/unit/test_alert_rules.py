@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from alerts import config as mixin
+import generate as generate_all
 from alerts import generate, rules
 from sparkmirror import metrics as m
 from tests.support import prometheus as support
@@ -54,9 +55,22 @@ def _committed_rules() -> list[dict]:
 
 def test_committed_rules_tests_and_dashboards_are_current():
     assert generate.stale() == [], "run: python -m alerts.generate"
-    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--check"], cwd=ROOT,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert generate_all.stale() == [], "run: python -m generate"
+    for entry in ("alerts.generate", "generate"):
+        proc = subprocess.run([sys.executable, "-m", entry, "--check"], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_the_one_entry_notices_a_stale_or_left_over_dashboard(tmp_path, monkeypatch):
+    from dashboards import generate as dashboards
+
+    for path in dashboards.JSON_DIR.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(dashboards, "JSON_DIR", tmp_path)
+    assert generate_all.stale() == []
+    (tmp_path / "sparkmirror-overview.json").write_text("{}")
+    (tmp_path / "old.json").write_text("{}")
+    assert sorted(Path(p).name for p in generate_all.stale()) == ["old.json", "sparkmirror-overview.json"]
 
 
 def test_every_required_condition_has_a_rule():
@@ -160,7 +174,7 @@ def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
         "runbook_base": "https://wiki.example.org/sm/runbooks.md", "selector": 'env="prod"',
         "monitor_job": "sm-monitor", "thresholds": {"lag_seconds": 900, "lag_for": "20m"}}))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--config", str(config), "--output-dir", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "generate", "--config", str(config), "--output-dir", str(out)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rendered = {r["alert"]: r for g in yaml.safe_load((out / "sparkmirror-rules.yml").read_text())["groups"]
@@ -192,7 +206,7 @@ def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
 def test_a_bad_mixin_config_is_an_error_naming_the_file(tmp_path, content, message):
     config = tmp_path / "mixin.yml"
     config.write_text(yaml.safe_dump(content))
-    proc = subprocess.run([sys.executable, "-m", "alerts.generate", "--config", str(config), "--output-dir",
+    proc = subprocess.run([sys.executable, "-m", "generate", "--config", str(config), "--output-dir",
                            str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2
     assert str(config) in proc.stderr and re.search(message, proc.stderr), proc.stderr

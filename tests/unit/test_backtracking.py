@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from replicator.model.backtracking import MAX_POLYNOMIAL_DEGREE, backtracking_risk
-from replicator.model.config import TOPICS_EXCLUDE_DEFAULT
-from replicator.model.values import java_list
+from sparkmirror.model.backtracking import MAX_POLYNOMIAL_DEGREE, backtracking_risk
+from sparkmirror.model.config import TOPICS_EXCLUDE_DEFAULT
+from sparkmirror.model.values import java_list
 
 EXPONENTIAL = ["(a+)+$", "(a+)+", "(.*a){20}", "(a|aa)*b", "(a*)*", "(.*)*x", r"(\w+\d+)+", "(x+x+)+y",
                "^(([a-z])+.)+[A-Z]([a-z])+$", r"(\d+)*\.", "(a|b|ab)*c", "((a+)+|b)", "(?:a{1,5})+b", "(.+)+@",

@@ -97,7 +97,7 @@ def _run(command: str, config: Path, workdir: Path) -> Outcome:
              "monitor": ["--listen", f"127.0.0.1:{free_port()}"]}.get(command, [])
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "replicator.cli", command, str(config), *extra],
+        proc = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", command, str(config), *extra],
                               cwd=workdir, capture_output=True, timeout=TOO_LONG * 3, stdin=subprocess.DEVNULL)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
@@ -152,7 +152,7 @@ def test_bad_config_stops_before_anything_starts(outcomes, name, command):
 
 
 def test_validate_json_reports_the_same_errors_with_lines(tmp_path):
-    from replicator.cli import main  # in-process: one representative file per kind of failure
+    from sparkmirror_cli.main import main  # in-process: one representative file per kind of failure
     import contextlib
     import io
     import json
@@ -182,7 +182,7 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
     aliases = [f"c{i}" for i in range(30)]
     big.write_text(f"clusters = {', '.join(aliases)}\n" + "".join(f"{a}.bootstrap.servers = h{a}:9092\n"
                                                                   for a in aliases) + "c0->c1.enabled = true\n")
-    proc = subprocess.Popen([sys.executable, "-m", "replicator.cli", "validate", str(big)],
+    proc = subprocess.Popen([sys.executable, "-m", "sparkmirror_cli.main", "validate", str(big)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.read(10)
     proc.stdout.close()

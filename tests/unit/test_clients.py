@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.clients import JavaClientConfig, librdkafka_config, spark_kafka_options, translate_librdkafka
-from replicator.model.jaas import parse_jaas
-from replicator.model.masking import MASK, is_secret, mask_secrets
+from sparkmirror.model.clients import JavaClientConfig, librdkafka_config, spark_kafka_options, translate_librdkafka
+from sparkmirror.model.jaas import parse_jaas
+from sparkmirror.model.masking import MASK, is_secret, mask_secrets
 
 PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="mm2" password="s3cret";'
 SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="pw";'
@@ -221,7 +221,7 @@ def test_consumer_tuning_keys_and_role_filtering():
 
 
 def test_serializers_are_dropped_with_a_reason_and_logged(caplog):
-    caplog.set_level("DEBUG", logger="replicator.model.clients")
+    caplog.set_level("DEBUG", logger="sparkmirror.model.clients")
     result = translate_librdkafka({"key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
                                    "value.deserializer": "x"}, "producer")
     assert "raw bytes" in result.dropped["key.serializer"]

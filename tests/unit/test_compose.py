@@ -19,8 +19,8 @@ from alerts import generate as alerts_generate
 from alerts import rules
 from alerts.config import MONITOR_JOB, REPLICATOR_JOB
 from dashboards import generate as dashboards_generate
-from replicator.artifacts import KAFKA_VERSION
-from replicator.model.config import parse_config
+from sparkmirror.artifacts import KAFKA_VERSION
+from sparkmirror.model.parse import parse_config
 from tests.support.prometheus import require_binary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.configfile import load_config
+from sparkmirror.configfile import load_config
 from sparkmirror.errors import ConfigError, ConfigErrors
-from replicator.model.config import LOOPS, MM2Config, parse_config
-from replicator.model.diagnostics import ConfigWarning
-from replicator.model.values import DEFAULT_POLICY, IDENTITY_POLICY
+from sparkmirror.model.config import LOOPS, MM2Config
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.config import ConfigWarning
+from sparkmirror.model.values import DEFAULT_POLICY, IDENTITY_POLICY
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 BASE = "clusters = a, b\na.bootstrap.servers = a1:9092\nb.bootstrap.servers = b1:9092\n"  # lines 1-3
@@ -452,7 +453,7 @@ def test_no_offset_syncs_means_no_checkpoints_as_in_mm2():
     cfg = config("a->b.enabled = true\na->b.emit.offset-syncs.enabled = false\n")
     assert cfg.flow("a", "b").emit_offset_syncs_enabled is False
     assert "emits no checkpoints either" in warning_lines(cfg)[5]
-    from replicator.model.flowclients import clients_of
+    from sparkmirror.model.flowclients import clients_of
 
     assert ("a", "producer", "offset-syncs") not in clients_of(cfg.flow("a", "b"))  # nothing writes them
 
@@ -550,8 +551,8 @@ def test_flow_config_is_frozen_and_hashable():
 
 
 def test_policy_and_filters_from_the_model_modules():
-    pytest.importorskip("replicator.model.policy")
-    pytest.importorskip("replicator.model.filters")
+    pytest.importorskip("sparkmirror.model.policy")
+    pytest.importorskip("sparkmirror.model.filters")
     flow = config("a->b.enabled = true\na->b.topics = orders.*\nreplication.policy.separator = _\n").flow("a", "b")
     assert flow.policy.format_remote_topic("a", "orders") == "a_orders"
     assert flow.topic_filter.should_replicate_topic("orders-eu")
@@ -572,7 +573,7 @@ def test_properly_escaped_regex_backslashes_do_not_warn():
 
 
 def test_java_only_regex_syntax_is_refused_at_its_line():
-    pytest.importorskip("replicator.model.filters")
+    pytest.importorskip("sparkmirror.model.filters")
     err = failure(BASE + "a->b.enabled = true\na->b.groups.exclude = [a-z&&[^x]]\n")
     assert [e.line for e in err.errors] == [5]
     assert "`a->b.groups.exclude`" in err.errors[0].message

@@ -1,13 +1,13 @@
-"""``${provider:path:key}`` references: resolved at load time by replicator.configfile, never by the model."""
+"""``${provider:path:key}`` references: resolved at load time by sparkmirror.configfile, never by the model."""
 
 from __future__ import annotations
 
 import pytest
 
-from replicator.configfile import load_config, resolve_references
+from sparkmirror.configfile import load_config, resolve_references
 from sparkmirror.errors import ConfigError
-from replicator.model.clients import JavaClientConfig, librdkafka_config
-from replicator.model.config import parse_config
+from sparkmirror.model.clients import JavaClientConfig, librdkafka_config
+from sparkmirror.model.parse import parse_config
 
 BASE = "clusters = a, b\na.bootstrap.servers = a1:9092\nb.bootstrap.servers = b1:9092\n"  # lines 1-3
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 
 from replicator.control.checkpoints import checkpoint_topic, is_more_recent, translate_group
-from replicator.model.filters import TopicFilter
-from replicator.model.offsets import OffsetSyncStore
-from replicator.model.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.filters import TopicFilter
+from sparkmirror.model.offsets import OffsetSyncStore
+from sparkmirror.model.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.mm2_store import MM2OffsetSyncStore, data_path_syncs
 
 

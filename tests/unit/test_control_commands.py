@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replicator import cli
+from sparkmirror_cli import main as cli
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import threading
 
 from replicator.control.heartbeats import HeartbeatEmitter
 from sparkmirror.errors import ClusterError
-from replicator.model.config import parse_config
+from sparkmirror.model.parse import parse_config
 
 
 def test_negative_interval_switches_heartbeats_off():

@@ -9,18 +9,18 @@ import time
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ConfigEntry, ConfigSource,
                                    ResourcePatternType, ResourceType)
 
-from replicator.commands.inspect import record_type_of
+from sparkmirror_cli.inspect import record_type_of
 from replicator.control.configsync import plan_config_changes, target_acl_bindings
 from replicator.control.groups import TargetGroup, offsets_to_commit
 from replicator.control.offsetsyncs_reader import SPARK_EARLIEST, resume_offsets
 from replicator.control.loop import run_loop
 from sparkmirror.errors import ClusterError
-from replicator.model.config import parse_config
-from replicator.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT
-from replicator.model.values import java_list
-from replicator.model.filters import TopicFilter
-from replicator.model.policy import DefaultReplicationPolicy
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.config import CONFIG_PROPERTIES_EXCLUDE_DEFAULT
+from sparkmirror.model.values import java_list
+from sparkmirror.model.filters import TopicFilter
+from sparkmirror.model.policy import DefaultReplicationPolicy
+from sparkmirror.model.records import Checkpoint, OffsetSync
 
 EXCLUDE = java_list(CONFIG_PROPERTIES_EXCLUDE_DEFAULT)
 

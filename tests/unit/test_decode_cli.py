@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replicator import cli
-from replicator.commands import decode
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror_cli import main as cli
+from sparkmirror_cli import decode
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

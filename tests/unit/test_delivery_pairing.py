@@ -167,7 +167,7 @@ def test_direct_source_pairs_each_record_with_its_own_report_when_reports_arrive
 
 
 def test_idempotence_off_keeps_one_request_in_flight_whatever_the_user_set():
-    from replicator.model.clients import librdkafka_config
+    from sparkmirror.model.clients import librdkafka_config
 
     for extra, was in (({}, None), ({"max.in.flight.requests.per.connection": "5"}, "5")):
         user = librdkafka_config({"bootstrap.servers": "b:9092", "enable.idempotence": "false", **extra}, "producer")

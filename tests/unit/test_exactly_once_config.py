@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from replicator.datapath.eos_writer import progress_group, transactional_id
-from replicator.model.config import GROUPS_EXCLUDE_DEFAULT, parse_config
-from replicator.model.filters import GroupFilter
+from sparkmirror.model.config import GROUPS_EXCLUDE_DEFAULT
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.filters import GroupFilter
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
@@ -20,7 +21,7 @@ BASE = "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9
 def validate(tmp_path: Path, extra: str, *args: str) -> subprocess.CompletedProcess:
     path = tmp_path / "mm2.properties"
     path.write_text(BASE + extra)
-    return subprocess.run([sys.executable, "-m", "replicator.cli", "validate", *args, str(path)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "validate", *args, str(path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

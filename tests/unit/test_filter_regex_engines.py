@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sparkmirror.errors import ConfigError
-from replicator.model.filters import TopicFilter
+from sparkmirror.model.filters import TopicFilter
 
 # (pattern, where it comes from, sparkmirror accepts, RE2 compiles, names it must match / not match)
 CORPUS = [

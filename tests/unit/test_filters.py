@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.filters import (
+from sparkmirror.model.filters import (
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_TOPICS,
@@ -17,7 +17,7 @@ from replicator.model.filters import (
     is_cycle,
     replicable_topic,
 )
-from replicator.model.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from sparkmirror.model.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 
 def test_mm2_defaults():

@@ -77,7 +77,7 @@ def test_the_longest_evaluation_step_says_how_much_of_it_was_waiting_for_a_core(
 
     from monitor.service import MonitorService, runqueue_seconds
     from monitor.watch import MonitorOptions
-    from replicator.model.config import parse_config
+    from sparkmirror.model.parse import parse_config
 
     if not sys.platform.startswith("linux"):
         assert runqueue_seconds() is None

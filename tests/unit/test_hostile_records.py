@@ -25,9 +25,9 @@ from monitor.exporters.api import status_document
 from monitor.exporters.page import page
 from monitor.exporters.prometheus import build_registry, render
 from monitor.state import OffsetsRow
-from replicator.cli import main
+from sparkmirror_cli.main import main
 from sparkmirror.errors import RecordFormatError
-from replicator.model.records import RECORD_TYPES, Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.records import RECORD_TYPES, Checkpoint, Heartbeat, OffsetSync
 from tests.support.evaluator import FLOW, make_state
 
 INT16 = struct.Struct(">h")

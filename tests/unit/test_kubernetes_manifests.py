@@ -110,7 +110,7 @@ def test_the_example_mm2_properties_validates(tmp_path):
     [(_, config)] = [(p, o) for p, o in _objects("ConfigMap") if o["metadata"]["name"] == "sparkmirror-mm2"]
     path = tmp_path / "mm2.properties"
     path.write_text(config["data"]["mm2.properties"].replace("/etc/sparkmirror/secrets", str(secrets)))
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
 
     parsed = load_config(path)
     assert [f.name for f in parsed.enabled_flows()] == ["primary->dr"]

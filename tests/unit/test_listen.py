@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replicator.cli import main
+from sparkmirror_cli.main import main
 from sparkmirror.errors import ConfigError
 from sparkmirror.listen import parse_listen
 

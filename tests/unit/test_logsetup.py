@@ -57,7 +57,7 @@ def test_librdkafka_lines_are_debug_only_carry_the_cluster_and_never_raise(caplo
 
 def test_the_replicators_kafka_clients_log_through_the_adapter(caplog):
     from replicator.kafkaclients import client_conf
-    from replicator.model.config import parse_config
+    from sparkmirror.model.parse import parse_config
 
     config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
                           "a->b.enabled = true\n", "mm2.properties")

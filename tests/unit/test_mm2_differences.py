@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from replicator.model.config import parse_config
-from replicator.model.differences import mm2_differences
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.differences import mm2_differences
 
 BASE = "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"  # lines 1-4
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from replicator.cli import build_parser, main
+from sparkmirror_cli.main import build_parser, main
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replicator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
                           timeout=60)
 
 

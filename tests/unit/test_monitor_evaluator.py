@@ -10,7 +10,7 @@ from monitor import lag
 from monitor.collectors.timelag import needs_probe
 from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.state import MonitorState, OffsetsRow, Probe
-from replicator.model.records import Checkpoint, Heartbeat, OffsetSync
+from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
 
 

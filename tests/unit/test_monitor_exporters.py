@@ -20,7 +20,7 @@ from monitor.exporters.prometheus import build_registry, render
 from monitor.exporters.samples import served_specs
 from monitor.history import History
 from monitor.state import OffsetsRow, Probe, TopicRetention
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state
 
 
@@ -286,8 +286,8 @@ def test_the_direct_exposition_is_byte_for_byte_what_prometheus_client_writes():
     from monitor.evaluator import EvaluatorSettings, evaluate
     from monitor.state import MonitorState, OffsetsRow
     from monitor.watch import watched_flows
-    from replicator.model.config import parse_config
-    from replicator.model.records import Heartbeat
+    from sparkmirror.model.parse import parse_config
+    from sparkmirror.model.records import Heartbeat
 
     config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
                           "a->b.enabled = true\n", "mm2.properties")
@@ -313,7 +313,7 @@ def test_the_direct_exposition_of_changed_figures_is_still_what_prometheus_clien
     from monitor.evaluator import EvaluatorSettings, evaluate
     from monitor.state import MonitorState, OffsetsRow
     from monitor.watch import watched_flows
-    from replicator.model.config import parse_config
+    from sparkmirror.model.parse import parse_config
 
     config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
                           "a->b.enabled = true\n", "mm2.properties")
@@ -345,8 +345,8 @@ def test_the_otel_histogram_takes_every_latency_sample_from_the_state_once(monke
     collects. Nothing pushes into the exporter, and no sample is lost or counted twice."""
     from monitor.service import MonitorService
     from monitor.watch import MonitorOptions
-    from replicator.model.config import parse_config
-    from replicator.model.records import Heartbeat
+    from sparkmirror.model.parse import parse_config
+    from sparkmirror.model.records import Heartbeat
 
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)

@@ -69,7 +69,7 @@ def test_the_evaluator_loop_fills_the_history_without_any_page_request():
 
     from monitor.service import MonitorService
     from monitor.watch import MonitorOptions
-    from replicator.model.config import parse_config
+    from sparkmirror.model.parse import parse_config
 
     config = parse_config("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
                           "A->B.enabled = true\n")

@@ -13,7 +13,7 @@ from monitor.collectors.periodic import refresh_forever
 from monitor.collectors.records import decode_or_count
 from monitor.collectors.tail import TailedRecord
 from sparkmirror.logsetup import JsonFormatter, LibrdkafkaLog
-from replicator.model.records import Heartbeat
+from sparkmirror.model.records import Heartbeat
 from tests.support.evaluator import FLOW, make_state
 
 

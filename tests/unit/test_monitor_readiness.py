@@ -11,7 +11,7 @@ from monitor import readiness
 from monitor.exporters.api import status_document
 from monitor.exporters.samples import samples
 from monitor.state import OffsetsRow, Probe, TopicRetention
-from replicator.model.records import Checkpoint, OffsetSync
+from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
 
 MS = 1000

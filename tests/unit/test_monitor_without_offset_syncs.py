@@ -6,7 +6,7 @@ from monitor import lag
 from monitor.evaluator import OK, EvaluatorSettings, evaluate
 from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import watched_flows
-from replicator.model.config import parse_config
+from sparkmirror.model.parse import parse_config
 
 T0 = 1_800_000_000.0
 CONFIG = ("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"

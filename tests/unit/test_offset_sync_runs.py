@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings, strategies as st
 
-from replicator.model.offsets import OffsetSyncEmitter
+from sparkmirror.model.offsets import OffsetSyncEmitter
 
 runs_strategy = st.lists(
     st.tuples(st.integers(0, 3), st.integers(-2, 50), st.integers(1, 400)),  # upstream gap, downstream jump, length

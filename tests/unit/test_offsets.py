@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.offsets import OffsetSyncEmitter, OffsetSyncStore, translate_offset
-from replicator.model.records import OffsetSync
+from sparkmirror.model.offsets import OffsetSyncEmitter, OffsetSyncStore, translate_offset
+from sparkmirror.model.records import OffsetSync
 
 T = "orders"
 

@@ -7,7 +7,7 @@ import re
 import tomllib
 from importlib.metadata import version
 
-from replicator import artifacts
+from sparkmirror import artifacts
 
 
 def _pinned(requirement: str) -> str:

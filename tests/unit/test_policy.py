@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.policy import (
+from sparkmirror.model.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,

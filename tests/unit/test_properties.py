@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.properties import Entry, Properties, parse_properties
+from sparkmirror.model.properties import Entry, Properties, parse_properties
 
 
 def values(text: str) -> dict[str, str]:

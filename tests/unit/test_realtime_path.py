@@ -157,7 +157,7 @@ def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
 
 
 def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary(monkeypatch):
-    from replicator.commands.replicate import _set_checkpoint_interval
+    from replicator.command import _set_checkpoint_interval
 
     monkeypatch.setattr(realtime, "REALTIME_BATCH", realtime.REALTIME_BATCH)  # restored after the test
     assert realtime.stop_wait_seconds(10.0) == max(10.0, realtime.batch_seconds() + 2)
@@ -175,7 +175,7 @@ def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_
     *[("_set_shards", "REALTIME_SHARDS", n, "--real-time-shards") for n in (0, -1, realtime.MAX_SHARDS + 1)],
 ])
 def test_real_time_options_out_of_range_are_a_usage_error(monkeypatch, setter, attr, value, flag):
-    from replicator.commands import replicate
+    from replicator import command as replicate
     from sparkmirror.errors import UsageError
 
     monkeypatch.setattr(realtime, attr, getattr(realtime, attr))
@@ -239,7 +239,7 @@ def test_the_resume_point_after_a_stop_is_the_start_written_down(tmp_path):
 
 
 def test_real_time_source_fetches_wait_for_64_kb_or_20_ms_unless_the_config_says_otherwise():
-    from replicator.model.clients import spark_kafka_options
+    from sparkmirror.model.clients import spark_kafka_options
 
     plain = realtime.source_options(spark_kafka_options({"bootstrap.servers": "a:9092"}))
     assert plain["kafka.fetch.min.bytes"] == "65536"

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from replicator.model.offsets import OffsetSyncEmitter
+from sparkmirror.model.offsets import OffsetSyncEmitter
 from tests.support.jvm_harness import compile_harnesses
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import RecordFormatError
-from replicator.model.records import (
+from sparkmirror.model.records import (
     RECORD_TYPES,
     Checkpoint,
     Heartbeat,

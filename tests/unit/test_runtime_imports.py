@@ -11,14 +11,14 @@ import tomllib
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from replicator import artifacts
-from replicator.cli import main
+from sparkmirror import artifacts
+from sparkmirror_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
-RUNTIME_MODULES = ("replicator.datapath.spark", "replicator.datapath.jvmwriter", "replicator.commands.replicate",
-                   "monitor.service", "replicator.cli")
+RUNTIME_MODULES = ("replicator.datapath.spark", "replicator.datapath.jvmwriter", "replicator.command",
+                   "monitor.service", "sparkmirror_cli.main")
 
 
 def _is_devenv(module: str) -> bool:
@@ -41,7 +41,7 @@ def _wheel_packages() -> list[str]:
 def test_runtime_modules_never_import_devenv():
     probe = (f"import importlib, sys\nfor m in {RUNTIME_MODULES!r}: importlib.import_module(m)\n"
              # every subcommand registered, as `sparkmirror --help` does
-             "from replicator.cli import build_parser\nbuild_parser()\n"
+             "from sparkmirror_cli.main import build_parser\nbuild_parser()\n"
              "print(sorted(m for m in sys.modules\n"
              "             if m.split('.')[0] == 'devenv' or m.startswith('replicator.devenv')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
@@ -51,7 +51,7 @@ def test_runtime_modules_never_import_devenv():
 
 def test_the_wheel_carries_the_runtime_packages_and_not_the_dev_tooling():
     assert (ROOT / "devenv" / "__init__.py").is_file(), "the dev tooling moved: update this test"
-    assert _wheel_packages() == ["monitor", "replicator", "sparkmirror"]
+    assert _wheel_packages() == ["monitor", "replicator", "sparkmirror", "sparkmirror_cli"]
     data = [f"{package}: {pattern}" for package, patterns in PYPROJECT.get("package-data", {}).items()
             for pattern in patterns if "devenv" in f"{package}/{pattern}"]
     assert data == []
@@ -60,7 +60,7 @@ def test_the_wheel_carries_the_runtime_packages_and_not_the_dev_tooling():
 
 def test_no_packaged_module_imports_the_dev_tooling():
     """Not even inside a function: `sparkmirror dev` and `demo` load it from the checkout by
-    path (replicator/commands/checkout.py), so an installed wheel never reaches for it."""
+    path (sparkmirror_cli/checkout.py), so an installed wheel never reaches for it."""
     reaching = []
     for top in _wheel_packages():
         for path in sorted((ROOT / top).rglob("*.py")):
@@ -88,7 +88,7 @@ def test_dev_fetch_needs_only_the_jar_pins():
     dev tooling (downloads and the javac build stubbed out here)."""
     probe = (
         "import sys, pathlib\n"
-        "from replicator import artifacts\n"
+        "from sparkmirror import artifacts\n"
         "from replicator.datapath import jvmwriter\n"
         f"artifacts.REPO_ROOT = pathlib.Path({str(ROOT / 'no-checkout')!r})\n"
         "artifacts.ensure_all = lambda: None\n"
@@ -96,7 +96,7 @@ def test_dev_fetch_needs_only_the_jar_pins():
         "jvmwriter.ensure_jar = lambda: pathlib.Path('/stub/writer.jar')\n"
         "from replicator.datapath import cds\n"
         "cds.build = lambda force=False: pathlib.Path('/stub/classes.jsa')\n"
-        "from replicator.cli import main\n"
+        "from sparkmirror_cli.main import main\n"
         "code = main(['dev', 'fetch'])\n"
         "print(code, sorted(m for m in sys.modules if m.split('.')[0] == 'devenv'))\n"
     )

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkmirror.errors import ConfigError
-from replicator.model.clients import translate_librdkafka
-from replicator.model.jaas import parse_jaas
+from sparkmirror.model.clients import translate_librdkafka
+from sparkmirror.model.jaas import parse_jaas
 
 SECRET = "Hx7secretMARKER"
 MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

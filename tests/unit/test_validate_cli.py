@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.cli import main
+from sparkmirror_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "configs"
@@ -33,7 +33,7 @@ def located(stderr: str) -> list[tuple[str, int, str]]:
 
 def test_real_entry_point_runs_as_a_module():
     config = CONFIGS / "dev-primary-dr.properties"
-    proc = subprocess.run([sys.executable, "-m", "replicator.cli", "validate", str(config)],
+    proc = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "validate", str(config)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "primary->dr  enabled" in proc.stdout

@@ -200,7 +200,7 @@ def test_an_unknown_user_costs_a_bcrypt_round_like_a_known_one():
 
 
 def test_default_listen_addresses_are_loopback():
-    from replicator.cli import build_parser
+    from sparkmirror_cli.main import build_parser
     from monitor.command import options_from_args
 
     args = build_parser().parse_args(["monitor", "mm2.properties"])
@@ -213,7 +213,7 @@ def test_default_listen_addresses_are_loopback():
 def test_cli_refuses_a_bad_web_config_with_exit_2_before_reading_mm2_properties(tmp_path, command):
     web = tmp_path / "web.yml"
     web.write_text("basic_auth_users:\n  prometheus: NotAHash-Secret77\n")
-    result = subprocess.run([sys.executable, "-m", "replicator.cli", command, str(tmp_path / "absent.properties"),
+    result = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", command, str(tmp_path / "absent.properties"),
                              "--web-config-file", str(web)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert f"{web}:2: basic_auth_users" in result.stderr

@@ -43,7 +43,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * topic on the target (same partition, key, value, headers in order, timestamp), as
  * sparkmirror's Python writer does for micro-batches.
  *
- * <p>Offset-syncs follow MM2's emission rule, as {@code replicator/model/offsets.py}'s
+ * <p>Offset-syncs follow MM2's emission rule, as {@code sparkmirror/model/offsets.py}'s
  * OffsetSyncEmitter states it: each record's delivery report carries the record's own
  * upstream offset, so a downstream offset is paired with the right record whatever order
  * reports arrive in; a sync goes out at once when it is the partition's first, when the

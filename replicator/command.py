@@ -63,8 +63,8 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.configfile import load_config
-    from replicator.model.flowclients import translate_clients
+    from sparkmirror.configfile import load_config
+    from sparkmirror.model.flowclients import translate_clients
 
     listen = parse_listen(args.metrics_listen, "--metrics-listen", METRICS_LISTEN, can_be_off=True)
     if args.web_config_file is not None:

@@ -3,7 +3,7 @@
 MM2 starts with much that cannot be what its author meant: a key at a level
 MM2 never reads it from, a typo, a deprecated name, a regex whose backslash
 .properties escaping ate, a cycle of Identity flows, clusters whose clients
-disagree on security. The config model (:mod:`replicator.model.config`) builds
+disagree on security. The config model (:mod:`sparkmirror.model.config`) builds
 the clusters and flows; Diagnostics is where it collects every problem, each
 once, and where the checks that only judge (and build nothing) live, so that
 all of them are raised together as ConfigErrors with FILE:LINE.
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkmirror.errors import ConfigError, ConfigErrors, one_line
-from replicator.model.clients import ROLES
-from replicator.model.filters import GroupFilter, TopicFilter
-from replicator.model.layering import CONNECTOR_KEYS, DEPRECATED_ALIASES, ROLE_PREFIXES, Layout, is_cluster_client_key
-from replicator.model.properties import Entry, Properties
-from replicator.model.values import DEFAULT_POLICY, IDENTITY_POLICY
+from sparkmirror.model.clients import ROLES
+from sparkmirror.model.filters import GroupFilter, TopicFilter
+from sparkmirror.model.layering import CONNECTOR_KEYS, DEPRECATED_ALIASES, ROLE_PREFIXES, Layout, is_cluster_client_key
+from sparkmirror.model.properties import Entry, Properties
+from sparkmirror.model.values import DEFAULT_POLICY, IDENTITY_POLICY
 
 if TYPE_CHECKING:
-    from replicator.model.config import ClusterConfig, FlowConfig, MM2Config
+    from sparkmirror.model.config import ClusterConfig, FlowConfig, MM2Config
 
 #: Keys that configure the offset-syncs topic or its clients: with emit.offset-syncs.enabled = false,
 #: MM2's MirrorSourceConnector.validate refuses the flow when any of them is set (KIP-1031).
@@ -319,6 +319,6 @@ def _looks_like_cluster_key(sub: str) -> bool:
 
 
 def _client_keys() -> frozenset[str]:
-    from replicator.model.clients import JAVA_CLIENT_KEYS
+    from sparkmirror.model.clients import JAVA_CLIENT_KEYS
 
     return JAVA_CLIENT_KEYS - CONNECTOR_KEYS

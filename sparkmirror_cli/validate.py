@@ -14,12 +14,12 @@ import json
 import sys
 from typing import Any
 
-from replicator.configfile import load_config
+from sparkmirror.configfile import load_config
 from sparkmirror.errors import ConfigError
-from replicator.model.config import FlowConfig, MM2Config
-from replicator.model.diagnostics import ConfigWarning
-from replicator.model.flowclients import translate_clients
-from replicator.model.masking import mask_secrets
+from sparkmirror.model.config import FlowConfig, MM2Config
+from sparkmirror.model.config import ConfigWarning
+from sparkmirror.model.flowclients import translate_clients
+from sparkmirror.model.masking import mask_secrets
 
 DESCRIPTION = """\
 Check an mm2.properties file (MirrorMaker 2's own format, unchanged) and print

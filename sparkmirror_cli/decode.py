@@ -15,7 +15,7 @@ import re
 import sys
 
 from sparkmirror.errors import UsageError
-from replicator.model.records import RECORD_TYPES
+from sparkmirror.model.records import RECORD_TYPES
 
 _HEX_NOISE = re.compile(r"[\s:]")
 

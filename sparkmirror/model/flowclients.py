@@ -4,7 +4,7 @@
 so that a JKS truststore, a JAAS line without a password or an unresolvable
 ``${file:...}`` stops the start with exit 2 and FILE:LINE, instead of failing
 after the JVM is up or in a driver thread. No network; the only I/O is the
-config providers' (replicator.configfile), reading what a ``${file:...}`` names.
+config providers' (sparkmirror.configfile), reading what a ``${file:...}`` names.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkmirror.errors import ConfigError, ConfigErrors
-from replicator.model.clients import spark_kafka_options, translate_librdkafka
-from replicator.model.config import FlowConfig, MM2Config
+from sparkmirror.model.clients import spark_kafka_options, translate_librdkafka
+from sparkmirror.model.config import FlowConfig, MM2Config
 
 
 @dataclass(frozen=True)

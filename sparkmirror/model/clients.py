@@ -19,9 +19,9 @@ itself. So the same effective settings are translated twice:
 Both share the checks here (ClientErrors points each problem at its line; a
 ``${provider:path:key}`` reference still left is refused): references are
 resolved before translation, by the start-up code that may read files and the
-environment (:mod:`replicator.configfile`). A ``sasl.jaas.config`` value is
-read by :mod:`replicator.model.jaas`; printing a translated config masks its
-secrets with :mod:`replicator.model.masking`.
+environment (:mod:`sparkmirror.configfile`). A ``sasl.jaas.config`` value is
+read by :mod:`sparkmirror.model.jaas`; printing a translated config masks its
+secrets with :mod:`sparkmirror.model.masking`.
 
 The module is longer than most because its bulk is the key tables, which are
 the librdkafka translation itself and read best next to the code that applies
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkmirror.errors import ConfigError, ConfigErrors
-from replicator.model.jaas import JaasLogin, parse_jaas
+from sparkmirror.model.jaas import JaasLogin, parse_jaas
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import sys
 from datetime import datetime, timezone
 
 from sparkmirror.errors import ClusterError, RecordFormatError, UsageError
-from replicator.model.records import RECORD_TYPES
+from sparkmirror.model.records import RECORD_TYPES
 
 _EPILOG = """\
 exit status: 0 listed (undecodable records are listed as errors and counted on stderr),
@@ -41,7 +41,7 @@ def _policies(config, cluster: str) -> list:
             seen.add(key)
             out.append(f.policy)
     if not out:
-        from replicator.model.policy import DefaultReplicationPolicy
+        from sparkmirror.model.policy import DefaultReplicationPolicy
 
         out.append(DefaultReplicationPolicy())
     return out
@@ -84,7 +84,7 @@ def _text(record_type: str, fields: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from replicator.control.offsetsyncs_reader import InternalTopicReader
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
 
     config = load_config(args.config)
     if args.cluster not in config.clusters:

@@ -1,11 +1,11 @@
 """The mm2.properties model: clusters, replication flows and their effective, typed settings.
 
-parse_config reads the file's lines (:mod:`replicator.model.properties`), sorts
-its keys by level and layers them as MM2 does (:mod:`replicator.model.layering`),
-parses each flow setting with its type's parser (:mod:`replicator.model.values`)
+parse_config (:mod:`sparkmirror.model.parse`) reads the file's lines (:mod:`sparkmirror.model.properties`), sorts
+its keys by level and layers them as MM2 does (:mod:`sparkmirror.model.layering`),
+parses each flow setting with its type's parser (:mod:`sparkmirror.model.values`)
 and builds the ClusterConfig and FlowConfig of every cluster and ordered pair.
 Every problem found on the way, and by the checks of
-:mod:`replicator.model.diagnostics`, is collected and raised at once as
+:mod:`sparkmirror.model.diagnostics`, is collected and raised at once as
 ConfigErrors with FILE:LINE.
 
 * A FlowConfig field names its MM2 key, parser and MM2's default (``_setting``):
@@ -29,21 +29,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from sparkmirror.errors import ConfigError
-from replicator.model.clients import REFERENCE, ROLES, JavaClientConfig
-from replicator.model.diagnostics import ConfigWarning, Diagnostics
-from replicator.model.filters import (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
+from sparkmirror.model.clients import REFERENCE, ROLES, JavaClientConfig
+from sparkmirror.model.filters import (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
                                       GroupFilter, TopicFilter)
-from replicator.model.layering import (DEPRECATED_ALIASES, Layout, client_entries, flow_entries,
-                                       is_cluster_client_key)
-from replicator.model.properties import Properties, parse_properties
-from replicator.model.values import (ALIAS, DEFAULT_POLICY, EXACTLY_ONCE, EXACTLY_ONCE_CONNECTOR, INT32_MAX, INT64_MAX,
-                                     PLACEHOLDER, REPLICATION_FACTOR, InvalidValue, at_least, boolean, choice,
-                                     interval, java_list, policy_class, regex_list, separator)
+from sparkmirror.model.layering import DEPRECATED_ALIASES, Layout, client_entries, is_cluster_client_key
+from sparkmirror.model.values import (DEFAULT_POLICY, INT32_MAX, INT64_MAX, REPLICATION_FACTOR, at_least, boolean,
+                                     choice, interval, java_list, policy_class, regex_list, separator)
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """Something MM2 would accept but that is probably not what the user meant."""
+
+    message: str
+    file: str
+    line: int | None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: warning: {self.message}" if self.line else \
+            f"{self.file}: warning: {self.message}"
+
 
 #: Resolves ``${provider:path:key}`` in one client's settings: (settings, config.providers, cluster=...).
 ReferenceResolver = Callable[..., JavaClientConfig]
 
-# The filters' defaults (replicator.model.filters), written as mm2.properties lists.
+# The filters' defaults (sparkmirror.model.filters), written as mm2.properties lists.
 TOPICS_DEFAULT = ", ".join(DEFAULT_TOPICS)
 TOPICS_EXCLUDE_DEFAULT = ", ".join(DEFAULT_TOPICS_EXCLUDE)
 GROUPS_DEFAULT = ", ".join(DEFAULT_GROUPS)
@@ -173,8 +182,8 @@ class FlowConfig:
 
     @property
     def policy(self):
-        """The ReplicationPolicy object (imported lazily: replicator.model.policy)."""
-        from replicator.model.policy import policy_from_config
+        """The ReplicationPolicy object (imported lazily: sparkmirror.model.policy)."""
+        from sparkmirror.model.policy import policy_from_config
 
         return policy_from_config(self.replication_policy_class, self.replication_policy_separator,
                                   self.internal_topic_separator_enabled, source_cluster_alias=self.source)
@@ -256,7 +265,7 @@ class MM2Config:
 
         Config provider references (``${file:...}``) are resolved with the
         providers declared in ``config.providers`` by the resolver the file was
-        loaded with (replicator.configfile); an unresolvable one raises. Without
+        loaded with (sparkmirror.configfile); an unresolvable one raises. Without
         a resolver they stay as written, and translating the client refuses them.
         """
         if role not in ROLES:
@@ -286,168 +295,3 @@ class MM2Config:
         if alias not in self.clusters:
             raise ConfigError(f"unknown cluster {alias!r}; clusters are {', '.join(self.clusters)}", file=self.path)
         return self.clusters[alias]
-
-
-# ---------------------------------------------------------------------------- parsing
-
-
-def parse_config(text: str, path: str = "<string>", *,
-                 resolve_references: ReferenceResolver | None = None) -> MM2Config:
-    """Parse and validate mm2.properties text; raises ConfigErrors listing every problem.
-
-    ``resolve_references`` replaces ``${provider:path:key}`` in a client's
-    settings (replicator.configfile.resolve_references reads files and the
-    environment for it); this module itself does no I/O.
-    """
-    entries = parse_properties(text, path)
-    return _Builder(entries, path, resolve_references).build()
-
-
-class _Builder:
-    """One pass over the parsed file; every error and warning goes to ``report``, with its line."""
-
-    def __init__(self, entries: Properties, path: str, resolve_references: ReferenceResolver | None) -> None:
-        self.entries, self.path = entries, path
-        self.resolve_references = resolve_references
-        self.report = Diagnostics(entries, path)
-
-    def build(self) -> MM2Config:
-        report = self.report
-        report.check_entries()
-        aliases, clusters_line = self._read_clusters()
-        if aliases is None:
-            raise report.failure()
-        layout = self._layout(aliases, clusters_line)
-        clusters = {alias: self._cluster(alias, layout) for alias in aliases}
-        flows = [self._flow(s, t, layout) for s in aliases for t in aliases if s != t]
-        report.check_flows(flows, layout)
-        report.check_same_bootstrap(clusters)
-        if report.errors:
-            raise report.failure()
-        config = MM2Config(self.path, clusters, flows, report.warnings, layout, self.resolve_references)
-        report.check_client_security(config, layout)
-        config.warnings.sort(key=lambda w: w.line or 0)
-        return config
-
-    # -- clusters and key placement ----------------------------------------------------
-
-    def _read_clusters(self) -> tuple[list[str] | None, int]:
-        entry = self.entries.get("clusters")
-        if entry is None:
-            marked = next((e for k, e in self.entries.items()
-                           if k in ("\ufeffclusters", "\u00ef\u00bb\u00bfclusters")), None)
-            if marked is not None:  # Java reads the UTF-8 byte-order mark as part of the first key
-                self.report.error("the file starts with a UTF-8 byte-order mark, so the first key reads as "
-                                  f"{marked.key!r}, not `clusters` (MM2 reads it the same way)", marked.line,
-                                  hint="save the file as UTF-8 without a byte-order mark")
-                return None, marked.line
-            self.report.error("no `clusters` line: MM2 needs the list of cluster aliases", 1,
-                              hint="add e.g. `clusters = primary, dr`")
-            return None, 1
-        aliases: list[str] = []
-        for alias in java_list(entry.value):
-            if alias in aliases:
-                self.report.warn(f"cluster alias {alias!r} is listed twice", entry.line)
-                continue
-            if PLACEHOLDER.fullmatch(alias):
-                self.report.error(f"cluster alias {alias!r} is a placeholder; replace it with a real name", entry.line)
-            elif not ALIAS.fullmatch(alias):
-                self.report.error(f"cluster alias {alias!r} may only use letters, digits, '.', '_' and '-' "
-                                  "(MM2 puts aliases into topic names)", entry.line)
-            aliases.append(alias)  # kept even when bad, so its keys are still read as its own
-        if not aliases:
-            self.report.error("`clusters` is empty: list the cluster aliases", entry.line,
-                              hint="e.g. clusters = primary, dr")
-        return aliases, entry.line
-
-    def _layout(self, aliases: list[str], clusters_line: int) -> Layout:
-        layout = Layout({}, {a: {} for a in aliases}, {}, clusters_line)
-        by_length = sorted(aliases, key=len, reverse=True)
-
-        def alias_prefix(key: str) -> str | None:
-            return next((a for a in by_length if key.startswith(a + ".")), None)
-
-        for key, entry in self.entries.items():
-            if "->" in key:
-                source, _, rest = key.partition("->")
-                target = alias_prefix(rest) or rest.partition(".")[0]
-                sub = rest[len(target) + 1:]
-                if self.report.check_flow_key(entry, source, target, sub, aliases):
-                    layout.flow_keys.setdefault((source, target), {})[sub] = entry
-            elif (alias := alias_prefix(key)) is not None:
-                sub = key[len(alias) + 1:]
-                self.report.check_cluster_key(entry, alias, sub)
-                layout.cluster_keys[alias][sub] = entry
-            else:
-                self.report.check_top_key(entry, aliases)
-                layout.top[key] = entry
-        return layout
-
-    # -- clusters and flows ------------------------------------------------------------
-
-    def _cluster(self, alias: str, layout: Layout) -> ClusterConfig:
-        keys = layout.cluster_keys[alias]
-        entry = keys.get("bootstrap.servers")
-        if entry is None and "bootstrap.servers" in layout.top:
-            entry = layout.top["bootstrap.servers"]
-            self.report.warn(f"cluster {alias!r} has no `{alias}.bootstrap.servers`; MM2 falls back to the top-level "
-                             f"bootstrap.servers (line {entry.line})", layout.clusters_line)
-        if entry is None:
-            self.report.error(f"cluster {alias!r} has no bootstrap servers", layout.clusters_line, cluster=alias,
-                              hint=f"add `{alias}.bootstrap.servers = host:9092`")
-            return ClusterConfig(alias, "", {k: e.value for k, e in keys.items()}, layout.clusters_line)
-        hosts = java_list(entry.value)
-        if not any(hosts):
-            self.report.error(f"`{entry.key}` lists no hosts ({entry.value.strip()!r})", entry.line, cluster=alias,
-                              hint="expected host:port[,host:port...]")
-        for host in hosts if any(hosts) else []:
-            match = _HOST_PORT.fullmatch(host)
-            if not host:
-                self.report.error(f"`{entry.key}` has an empty entry (a stray comma)", entry.line, cluster=alias)
-            elif PLACEHOLDER.fullmatch(host):
-                self.report.error(f"`{entry.key}` has the placeholder {host!r}", entry.line, cluster=alias,
-                                  hint="replace it with the broker's host:port")
-            elif not match:
-                self.report.error(f"`{entry.key}` entry {host!r} is not host:port", entry.line, cluster=alias,
-                                  hint="e.g. broker1:9092")
-            elif not 0 < int(match.group(2)) < 65536:
-                self.report.error(f"`{entry.key}` entry {host!r} has port outside 1-65535", entry.line, cluster=alias)
-        return ClusterConfig(alias, ",".join(hosts), {k: e.value for k, e in keys.items()}, entry.line)
-
-    def _flow(self, source: str, target: str, layout: Layout) -> FlowConfig:
-        effective = flow_entries(layout, source, target)
-        for old, new in DEPRECATED_ALIASES.items():
-            if old in effective:
-                entry = effective.pop(old)
-                if new in effective:
-                    self.report.warn(f"`{entry.key}` is ignored for {source}->{target}: `{effective[new].key}` "
-                                     f"(line {effective[new].line}) wins", entry.line)
-                else:
-                    effective[new] = entry
-        values: dict[str, object] = {}
-        for name, (key, parse, default) in _FLOW_SETTINGS.items():
-            entry = effective.get(key)
-            try:
-                values[name] = parse(entry.value if entry else default)
-            except InvalidValue as exc:
-                self.report.error(f"`{entry.key}` {exc.message}", entry.line, hint=exc.hint)
-                values[name] = parse(default)
-        eos = layout.cluster_keys[target].get("exactly.once.source.support")
-        values["exactly_once_support"] = "disabled"
-        if eos is not None:
-            try:
-                values["exactly_once_support"] = EXACTLY_ONCE(eos.value)
-            except InvalidValue as exc:
-                self.report.error(f"`{eos.key}` {exc.message}", eos.line, cluster=target)
-        connector_eos = effective.get("exactly.once.support")
-        if connector_eos is not None:
-            try:
-                values["exactly_once_connector"] = EXACTLY_ONCE_CONNECTOR(connector_eos.value)
-            except InvalidValue as exc:
-                self.report.error(f"`{connector_eos.key}` {exc.message}", connector_eos.line, hint=exc.hint)
-        self.report.check_filters(values, effective)
-        self.report.check_offset_syncs_off(source, target, values, effective)
-        props = dict(FLOW_DEFAULTS)
-        props.update({k: e.value for k, e in effective.items()})
-        origins = {k: (e.key, e.line) for k, e in effective.items()}
-        return FlowConfig(source=source, target=target, props=props, origins=origins, **values)

@@ -23,6 +23,6 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from replicator.commands.checkout import devenv
+    from sparkmirror_cli.checkout import devenv
 
     return devenv("demo", "demo").run(duration=args.duration, listen=args.listen, rate=args.rate)

@@ -1,7 +1,7 @@
 """``sparkmirror dev``: local Kafka clusters and pinned jars for development.
 
 ``up``, ``down`` and ``status`` run the dev tooling (``devenv/``), so they work from a
-source checkout only; ``fetch`` needs only the jar pins (``replicator.artifacts``) and
+source checkout only; ``fetch`` needs only the jar pins (``sparkmirror.artifacts``) and
 works from an installed wheel too.
 """
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 def _clusters(args):
     """``devenv.clusters`` from the source checkout (a usage error from an installed wheel)."""
-    from replicator.commands.checkout import devenv
+    from sparkmirror_cli.checkout import devenv
 
     return devenv("clusters", f"dev {args.dev_command}")
 
@@ -73,7 +73,7 @@ def _status(args) -> int:
 
 
 def _fetch(args) -> int:
-    from replicator import artifacts
+    from sparkmirror import artifacts
 
     artifacts.ensure_all()
     for s in artifacts.ALL_SETS:

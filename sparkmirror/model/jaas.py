@@ -1,6 +1,6 @@
 """Kafka's ``sasl.jaas.config`` value: the one login module it names, its flag and its options.
 
-The librdkafka translation (:mod:`replicator.model.clients`) reads a SASL
+The librdkafka translation (:mod:`sparkmirror.model.clients`) reads a SASL
 login's username and password, keytab and principal, or OAuth client from
 these options. The grammar is Kafka's JaasConfig (a Java StreamTokenizer), not
 a split on spaces, because quoted values may hold ``;``, ``=``, spaces and

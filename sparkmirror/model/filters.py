@@ -20,7 +20,7 @@ Catastrophic backtracking: Python's ``re`` (like Java's) backtracks, so a patter
 such as ``(a+)+$`` (exponential) or ``(.*a){20}`` (n^20) can take minutes on one
 unlucky name, and a filter runs on every topic and group at every refresh. Such
 patterns are refused with a ConfigError when the filter is built
-(``replicator.model.backtracking`` says why); the regex is never run. Harmless
+(``sparkmirror.model.backtracking`` says why); the regex is never run. Harmless
 nested shapes such as ``(\\w+\\.)*orders`` and possessive or atomic forms
 (``a++``, ``(?>a+)+``) are accepted.
 """
@@ -33,8 +33,8 @@ import warnings
 from collections.abc import Iterable
 
 from sparkmirror.errors import ConfigError
-from replicator.model.backtracking import backtracking_risk
-from replicator.model.policy import ReplicationPolicy
+from sparkmirror.model.backtracking import backtracking_risk
+from sparkmirror.model.policy import ReplicationPolicy
 
 DEFAULT_TOPICS: tuple[str, ...] = (".*",)
 DEFAULT_TOPICS_EXCLUDE: tuple[str, ...] = (r".*[\-\.]internal", r".*\.replica", r"__.*")

@@ -19,7 +19,7 @@ connect/mirror module), not a guess:
   reaches a client.
 
 The functions here pick and order the lines (Entry, so each value keeps the
-line it came from); the config model (:mod:`replicator.model.config`) parses
+line it came from); the config model (:mod:`sparkmirror.model.config`) parses
 what they pick.
 """
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replicator.model.clients import ROLES
-from replicator.model.properties import Entry
+from sparkmirror.model.clients import ROLES
+from sparkmirror.model.properties import Entry
 
 #: deprecated name -> the name MM2 reads it as (ConfigUtils.translateDeprecatedConfigs)
 DEPRECATED_ALIASES = {

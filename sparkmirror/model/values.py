@@ -2,7 +2,7 @@
 
 Each parser reads a value the way MM2's ``ConfigDef`` does (Java's int and
 long bounds, comma lists, regexes Java would compile) and raises InvalidValue
-with the message and hint that the config model (:mod:`replicator.model.config`)
+with the message and hint that the config model (:mod:`sparkmirror.model.config`)
 puts next to the file's line. They know nothing of keys or layering, so every
 setting that has the same type shares one parser.
 """

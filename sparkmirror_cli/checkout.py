@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from replicator import artifacts
+from sparkmirror import artifacts
 from sparkmirror.errors import UsageError
 
 

@@ -1,6 +1,6 @@
 """mm2.properties from disk: reading the file and resolving its config providers.
 
-The MM2 model (:mod:`replicator.model.config`) parses text and layers settings
+The MM2 model (:mod:`sparkmirror.model.config`) parses text and layers settings
 without touching files or the environment. What needs the machine lives here:
 
 * :func:`load_config` reads the file the way Java does (UTF-8, else ISO-8859-1)
@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkmirror.errors import ConfigError, ConfigErrors
-from replicator.model.clients import REFERENCE, ClientErrors, JavaClientConfig
-from replicator.model.config import MM2Config, parse_config
-from replicator.model.properties import parse_properties
+from sparkmirror.model.clients import REFERENCE, ClientErrors, JavaClientConfig
+from sparkmirror.model.config import MM2Config
+from sparkmirror.model.parse import parse_config
+from sparkmirror.model.properties import parse_properties
 
 
 def load_config(path: str | Path) -> MM2Config:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from sparkmirror.errors import ConfigError
-from replicator.model.records import OffsetSync
+from sparkmirror.model.records import OffsetSync
 
 DEFAULT_OFFSET_LAG_MAX = 100
 DEFAULT_MAX_ENTRIES = 1024

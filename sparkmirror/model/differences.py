@@ -9,7 +9,7 @@ list and this module in step.
 
 from __future__ import annotations
 
-from replicator.model.config import MM2Config
+from sparkmirror.model.config import MM2Config
 
 #: Connect/MM2 plugin settings sparkmirror cannot run (it runs no Java plugins), with MM2's defaults
 #: (setting a key to its default is no difference).

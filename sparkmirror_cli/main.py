@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-from replicator import __version__
+from sparkmirror import __version__
 from sparkmirror import logsetup
 from sparkmirror.errors import SparkmirrorError
 from sparkmirror.logsetup import LOG_FORMATS
@@ -21,13 +21,13 @@ from sparkmirror.logsetup import LOG_FORMATS
 # module path -> registers one or more subcommands. Imported lazily so that
 # `sparkmirror validate` never pays for importing pyspark.
 SUBCOMMAND_MODULES = [
-    "replicator.commands.validate",
-    "replicator.commands.decode",
-    "replicator.commands.inspect",
-    "replicator.commands.dev",
-    "replicator.commands.demo",
-    "replicator.commands.replicate",
-    "replicator.commands.translate",
+    "sparkmirror_cli.validate",
+    "sparkmirror_cli.decode",
+    "sparkmirror_cli.inspect",
+    "sparkmirror_cli.dev",
+    "sparkmirror_cli.demo",
+    "replicator.command",
+    "sparkmirror_cli.translate",
     "monitor.command",
 ]
 

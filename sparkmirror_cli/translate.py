@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from replicator.control.checkpoints import read_checkpoints
     from replicator.kafkaclients import admin
     from replicator.control.groups import commit_checkpoints
-    from replicator.configfile import load_config
+    from sparkmirror.configfile import load_config
 
     config = load_config(args.config)
     flow = config.flow(args.source, args.target)

@@ -1,1 +1,0 @@
-"""One module per sparkmirror subcommand; each exposes register(subparsers)."""
