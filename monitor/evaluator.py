@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from monitor import catchup
 from monitor import lag as lagmath
 from monitor import readiness
+from monitor.options import EvaluatorSettings  # the options the evaluator reads, declared there
 from monitor.pacing import _CHECK_EVERY, STEP_SECONDS, Pacer, finish  # noqa: F401 (_CHECK_EVERY: tests)
 from sparkmirror.metrics import STATUS_CODES, STATUSES
 from monitor.state import AT, LAG, POSITION, SOURCE_END, FlowState, MonitorState, PartitionState
@@ -37,20 +38,6 @@ def heartbeat_timeout(settings: EvaluatorSettings, interval: float) -> float:
 
 def worst(statuses) -> str:
     return max(statuses, key=STATUS_CODES.__getitem__, default=OK)
-
-
-@dataclass(frozen=True)
-class EvaluatorSettings:
-    window: int = 10                         # samples that must agree for STALL / lag-growing WARN
-    heartbeat_timeout: float | None = None   # default: heartbeat_timeout()
-    heartbeat_latency_warn: float = 30.0     # newest heartbeat older than this while arriving: WARN
-    checkpoint_timeout: float | None = None  # default 2 x checkpoint interval + groups_interval
-    groups_interval: float = 30.0
-    granularity: str = "partition"
-    series: str = "all"  # per-partition series: all | topic | not-ok (sparkmirror.metrics.SERIES_MODES)
-    failover_max_reread_records: int | None = None   # None: no limit
-    failover_max_reread_seconds: float | None = 300.0
-    retention_headroom_warn: float = 3600.0          # or half the topic's retention.ms if smaller
 
 
 @dataclass

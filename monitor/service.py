@@ -97,14 +97,7 @@ class MonitorService:
         # Heartbeat latency samples are kept only when the OTel exporter will take them.
         self.state = MonitorState(self.flows, aliases, window=options.window, sample_every=options.interval,
                                   latency_samples=LATENCY_SAMPLES_KEPT if otel_exports(otel_readers) else 0)
-        self.settings = EvaluatorSettings(window=options.window, heartbeat_timeout=options.heartbeat_timeout,
-                                          heartbeat_latency_warn=options.heartbeat_latency_warn,
-                                          checkpoint_timeout=options.checkpoint_timeout,
-                                          groups_interval=options.groups_interval,
-                                          granularity=options.granularity, series=options.series,
-                                          failover_max_reread_records=options.failover_max_reread_records,
-                                          failover_max_reread_seconds=options.failover_max_reread_seconds,
-                                          retention_headroom_warn=options.retention_headroom_warn)
+        self.settings = EvaluatorSettings.of(options)
         self._evaluation: Evaluation | None = None
         self.history = History(options.history_step)  # every evaluation, for the status page's charts
         self._evaluating: asyncio.Future | None = None

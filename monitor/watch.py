@@ -3,50 +3,19 @@
 The MM2 model (``sparkmirror.model.config``) knows everything about a flow; the
 monitor needs a small, fixed subset of it (topic names, filters, intervals,
 where the offset-syncs live) and its own knobs (refresh cadence, label
-granularity, allow/deny lists). ``WatchedFlow`` is that subset, computed once
+granularity, allow/deny lists: ``MonitorOptions``, made from the options declared
+in ``monitor.options``). ``WatchedFlow`` is that subset, computed once
 at start, so collectors and the evaluator never re-derive names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from monitor.options import MonitorOptions  # noqa: F401 (declared with the command line; imported from here too)
 from sparkmirror.errors import ConfigError
 from sparkmirror.model.filters import GroupFilter, TopicFilter, replicable_topic
 from sparkmirror.model.policy import ReplicationPolicy
-
-if TYPE_CHECKING:
-    from sparkmirror.webconfig import WebConfig  # ssl and friends: imported only when a command needs them
-
-DEFAULT_LISTEN = "127.0.0.1:9464"
-
-
-@dataclass(frozen=True)
-class MonitorOptions:
-    """The monitor's own settings (command line), independent of mm2.properties."""
-
-    host: str = "127.0.0.1"
-    port: int = 9464
-    interval: float = 5.0            # status, source log starts, trend-rule samples
-    positions_interval: float = 0.2  # end offsets, replicated positions, seconds-lag probes
-    groups_interval: float = 30.0    # consumer-group committed offsets on the source
-    metadata_interval: float = 30.0  # topic/partition discovery
-    timeout: float = 10.0            # one request to one cluster
-    granularity: str = "partition"
-    series: str = "all"              # per-partition series: all | topic | not-ok
-    window: int = 10                 # samples per partition for trend rules (Burrow's window)
-    heartbeat_timeout: float | None = None   # default: 2 x emit.heartbeats.interval.seconds, at least 10 s
-    heartbeat_latency_warn: float = 30.0     # newest heartbeat older than this while they arrive: WARN
-    checkpoint_timeout: float | None = None  # default: 2 x emit.checkpoints.interval.seconds + groups_interval
-    probe_lag_seconds: bool = True          # also: timestamps of the records a failover would re-read
-    failover_max_reread_records: int | None = None  # None: no limit
-    failover_max_reread_seconds: float | None = 300.0
-    retention_headroom_warn: float = 3600.0
-    topic_filter: TopicFilter = field(default_factory=lambda: TopicFilter((".*",), ()))
-    group_filter: GroupFilter = field(default_factory=lambda: GroupFilter((".*",), ()))
-    web_config: WebConfig | None = None  # --web-config-file: TLS and basic auth of the HTTP server
-    history_step: float = 10.0       # seconds per point of the flows' history (monitor.history: 1,080 points)
 
 
 @dataclass(frozen=True)

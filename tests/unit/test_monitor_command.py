@@ -75,3 +75,46 @@ def test_port_in_use_is_a_one_line_error(tmp_path, capsys):
         taken.close()
     assert code == 1
     assert "cannot listen on" in capsys.readouterr().err
+
+
+def test_the_options_table_in_the_docs_is_generated_from_the_option_list():
+    from pathlib import Path
+
+    from monitor import options
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "monitor-status.md").read_text()
+    start = doc.index("\n", doc.index("<!-- options-table")) + 1
+    end = doc.index("<!-- /options-table -->")
+    assert doc[start:end].strip() == options.markdown_table(), \
+        "regenerate the table in docs/monitor-status.md with: python -m monitor.options"
+
+
+def test_each_default_is_declared_once_and_is_what_the_command_line_gives():
+    """MonitorOptions() and a command line without options are the same settings; the evaluator
+    sees exactly the options marked as read by it."""
+    from dataclasses import fields
+
+    from monitor.command import options_from_args
+    from monitor.evaluator import EvaluatorSettings
+    from monitor.options import EVALUATOR, OPTIONS, MonitorOptions
+
+    def values(o) -> dict:
+        return {f.name: repr(getattr(o, f.name)) for f in fields(o)}
+
+    parsed = options_from_args(build_parser().parse_args(["monitor", "mm2.properties"]))
+    assert values(parsed) == values(MonitorOptions())
+    assert (parsed.failover_max_reread_records, parsed.failover_max_reread_seconds) == (None, 300.0)
+    read = {o.name for o in OPTIONS if EVALUATOR <= o.reads}
+    assert {f.name for f in fields(EvaluatorSettings)} == read
+    given = MonitorOptions(window=3, heartbeat_timeout=7.0, granularity="topic", interval=1.0)
+    assert values(EvaluatorSettings.of(given)) == {k: v for k, v in values(given).items() if k in read}
+    assert values(EvaluatorSettings.of(MonitorOptions())) == values(EvaluatorSettings())
+
+
+def test_zero_means_no_limit_for_the_failover_limits():
+    from monitor.command import options_from_args
+
+    args = build_parser().parse_args(["monitor", "mm2.properties", "--failover-max-reread-seconds", "0",
+                                      "--failover-max-reread-records", "12"])
+    options = options_from_args(args)
+    assert (options.failover_max_reread_seconds, options.failover_max_reread_records) == (None, 12)
