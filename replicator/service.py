@@ -54,6 +54,7 @@ from replicator.datapath.flow import FlowReplicator
 from sparkmirror.signals import StopSignals
 from sparkmirror.errors import ConfigError, SparkmirrorError
 from replicator.kafkaclients import admin
+from replicator.settings import MICRO_BATCH, ReplicatorSettings
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -68,19 +69,16 @@ LOOP_JOIN_S = 10.0
 class ReplicatorService:
     """Everything ``sparkmirror replicate`` runs, for one parsed mm2.properties."""
 
-    def __init__(self, config, checkpoint_dir: Path, master: str | None = None,
-                 max_records_per_batch: int | None = None, ui: bool = False,
-                 metrics_listen: tuple[str, int] | None = None, spark_conf: dict[str, str] | None = None,
-                 source_mode: str = "direct", data_path: str = "auto") -> None:
+    def __init__(self, config, checkpoint_dir: Path, settings: ReplicatorSettings | None = None,
+                 master: str | None = None, ui: bool = False, metrics_listen: tuple[str, int] | None = None,
+                 spark_conf: dict[str, str] | None = None) -> None:
         self.config = config
         self.checkpoint_dir = Path(checkpoint_dir)
-        self.max_records_per_batch = max_records_per_batch
+        self.settings = settings or ReplicatorSettings()
         self.metrics_listen = metrics_listen
-        self.source_mode = source_mode
-        self.data_path = data_path
         self.stop_event = threading.Event()
         self.flows: list[FlowReplicator] = []
-        self.app = SparkApp(self.flows, master=master, ui=ui, spark_conf=spark_conf)
+        self.app = SparkApp(self.flows, self.settings, master=master, ui=ui, spark_conf=spark_conf)
         self.threads: list[threading.Thread] = []
 
     # --- start ------------------------------------------------------------------------
@@ -122,12 +120,12 @@ class ReplicatorService:
     def _stop_grace(self) -> float:
         """The longest a clean stop lets the running batch finish (any flow may run in real time
         unless --data-path micro-batch)."""
-        from replicator.datapath import realtime
         from replicator.datapath.flow import stop_grace
 
         spark = getattr(self.app, "spark", None)
         local = spark is None or str(spark.sparkContext.master).startswith("local")  # no JVM call
-        return stop_grace(self.data_path != realtime.MICRO_BATCH, local=local)
+        return stop_grace(self.settings.data_path != MICRO_BATCH, self.settings.real_time_checkpoint_interval,
+                          local=local)
 
     def _install_signal_handlers(self) -> None:
         def report(name: str) -> None:
@@ -148,8 +146,7 @@ class ReplicatorService:
 
     def _prepare_flow(self, flow) -> FlowReplicator:
         source_admin, target_admin = admin(self.config, flow.source, flow), admin(self.config, flow.target, flow)
-        fr = FlowReplicator(self.config, flow, None, self.checkpoint_dir, self.max_records_per_batch,
-                            source_mode=self.source_mode, data_path=self.data_path,
+        fr = FlowReplicator(self.config, flow, None, self.checkpoint_dir, self.settings,
                             source_admin=source_admin, target_admin=target_admin,
                             topics=TopicSync(flow, source_admin, target_admin),
                             starting_offsets=partial(spark_starting_offsets, self.config, flow))

@@ -8,6 +8,7 @@ works from an installed wheel too.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 
@@ -86,8 +87,9 @@ def _fetch(args) -> int:
     except jvmwriter.Unavailable as exc:
         print(f"real-time writer\tnot built: {exc}; flows run in micro-batches")
     from replicator.datapath import cds
+    from replicator.settings import ReplicatorSettings
 
-    if cds.enabled():
+    if ReplicatorSettings.from_environment(os.environ).class_data_archive:
         try:
             print(f"driver class-data archive\t1 file\t{cds.build()}")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:

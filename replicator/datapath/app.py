@@ -19,9 +19,10 @@ log = logging.getLogger("sparkmirror.replicate")
 
 
 class SparkApp:
-    def __init__(self, flows, master: str | None = None, ui: bool = False,
+    def __init__(self, flows, settings, master: str | None = None, ui: bool = False,
                  spark_conf: dict[str, str] | None = None) -> None:
         self.flows = flows  # the FlowReplicators, in start order
+        self.settings = settings  # replicator.settings.ReplicatorSettings: the driver's memory, CDS, log level
         self.master = master
         self.ui = ui
         self.spark_conf = dict(spark_conf or {})
@@ -59,7 +60,8 @@ class SparkApp:
                 extra_jars.append(str(jvmwriter.ensure_jar()))
         if master is None and not under_spark_submit() and extra_jars:
             master = f"local[{cores + rt_partitions + realtime.SLOT_HEADROOM},4]"
-        self.spark = build_session(master, ui=self.ui, conf=self.spark_conf, extra_jars=extra_jars)
+        self.spark = build_session(master, ui=self.ui, conf=self.spark_conf, extra_jars=extra_jars,
+                                   settings=self.settings)
         if any(fr.realtime for fr in self.flows):
             try:
                 self.spark.sparkContext._jvm.java.lang.Class.forName(

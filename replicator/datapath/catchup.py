@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 import statistics
@@ -37,11 +36,6 @@ from replicator.metrics import metrics
 
 log = logging.getLogger("sparkmirror.replicate")
 
-#: --data-path auto: a real-time flow that keeps a catch-up's worth of records behind for this
-#: long, copying but not due to be caught up within FALL_BACK_ETA_S, catches up in micro-batches
-#: (more records per second) and goes real time again once caught up; see FallBehind.
-FALL_BACK_AFTER_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_AFTER_S", "60"))
-FALL_BACK_ETA_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_ETA_S", "60"))
 #: A flow that copied records within this many seconds is copying (a real-time batch boundary
 #: pauses the copy for a second or two; an unreachable cluster for longer).
 COPYING_WITHIN_S = 10.0
@@ -187,7 +181,10 @@ class FallBehind:
     micro-batches would not copy faster.
     """
 
-    def __init__(self, after: float = FALL_BACK_AFTER_S, eta_limit: float = FALL_BACK_ETA_S) -> None:
+    def __init__(self, after: float, eta_limit: float) -> None:
+        """``after``: seconds a flow must stay behind, copying but not due to catch up within
+        ``eta_limit`` seconds, before it falls back (``fall_back_after`` and ``fall_back_eta`` of
+        replicator.settings)."""
         self.after = after
         self.eta_limit = eta_limit
         self.since: float | None = None  # since when the flow has been behind and not catching up
@@ -231,7 +228,7 @@ class CatchUpReport:
         self.live = (logsetup.current_format() == "text" and hasattr(self.stream, "isatty")
                      and self.stream.isatty())
         self.tracker = CatchUpTracker()
-        self.fall_behind = FallBehind()
+        self.fall_behind = FallBehind(fr.settings.fall_back_after, fr.settings.fall_back_eta)
         self.logged_at = 0.0
         self._copied_before = 0  # the flow's copied records at the previous look
         self._copied_at: float | None = None  # when they last grew

@@ -14,7 +14,7 @@ and in the container image) starts a session in a child process with
 archive as it exits; it is written under a temporary name and renamed when complete.
 ``java_options()`` returns the option that maps it, or nothing when there is no
 archive for this Java, pyspark and jar set (the name holds a digest of the three), or
-when ``SPARKMIRROR_CDS=off``. A stale or damaged archive costs nothing but the
+when the ``class_data_archive`` setting is off (``SPARKMIRROR_CDS=off``). A stale or damaged archive costs nothing but the
 speed-up: the JVM checks the archive's header and runs without it if it does not match.
 
 Only the driver's JVM is concerned (``local[...]``, where the executors are threads of
@@ -42,10 +42,6 @@ DUMP_TIMEOUT_S = 180.0
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def enabled() -> bool:
-    return os.environ.get("SPARKMIRROR_CDS", "auto").lower() not in ("off", "0", "false", "no")
-
-
 def archive_path() -> Path:
     """Where the archive for this Java, pyspark and jar set is (or would be)."""
     import pyspark
@@ -64,9 +60,10 @@ def archive_path() -> Path:
     return artifacts.cache_dir() / "cds" / f"spark-driver-{digest.hexdigest()[:16]}.jsa"
 
 
-def java_options() -> str:
-    """``-XX:SharedArchiveFile=...`` when an archive for this setup exists and CDS is on, else ''."""
-    if not enabled():
+def java_options(enabled: bool = True) -> str:
+    """``-XX:SharedArchiveFile=...`` when an archive for this setup exists and ``enabled`` (the
+    ``class_data_archive`` setting), else ''."""
+    if not enabled:
         return ""
     try:
         path = archive_path()

@@ -36,6 +36,7 @@ from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, pr
 from replicator.datapath.isr import short_of_replicas
 from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
 from replicator.metrics import metrics
+from replicator.settings import ReplicatorSettings
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from sparkmirror.errors import SparkmirrorError
 from replicator.kafkaclients import client_conf, watermarks
@@ -45,16 +46,16 @@ log = logging.getLogger("sparkmirror.replicate")
 GRACEFUL_STOP_S = 10.0
 
 
-def stop_grace(real_time: bool, local: bool = True) -> float:
+def stop_grace(real_time: bool, interval: float, local: bool = True) -> float:
     """The longest a clean stop lets a query's running batch finish: GRACEFUL_STOP_S. A real-time
     query in local mode stops at once at its writers' acknowledged positions (its tasks get as
     long to end); on a cluster, where the driver cannot read those, it waits long enough for its
-    next checkpoint to come (realtime.stop_wait_seconds)."""
-    return realtime.stop_wait_seconds(GRACEFUL_STOP_S) if real_time and not local else GRACEFUL_STOP_S
+    next checkpoint (every ``interval`` seconds) to come (realtime.stop_wait_seconds)."""
+    return realtime.stop_wait_seconds(GRACEFUL_STOP_S, interval) if real_time and not local else GRACEFUL_STOP_S
 
-#: After auto left real time because it could not keep up, micro-batches for at least this long,
-#: doubling with every further fall-back up to the cap (see FlowReplicator.fall_back).
-FALL_BACK_HOLD_S = float(os.environ.get("SPARKMIRROR_FALL_BACK_HOLD_S", "60"))
+#: After auto left real time because it could not keep up, micro-batches for at least
+#: ``fall_back_hold`` seconds, doubling with every further fall-back up to this cap
+#: (see FlowReplicator.fall_back).
 FALL_BACK_HOLD_MAX_S = 960.0
 #: A failed query is restarted from its checkpoint after this many seconds, doubling to the cap.
 RESTART_BACKOFF_S = (5.0, 60.0)
@@ -127,11 +128,11 @@ class FlowReplicator:
     (the Spark ``startingOffsets`` of a query without a checkpoint: where MM2 or an earlier run
     left off). It reports its figures to replicator.metrics."""
 
-    def __init__(self, config, flow, spark, checkpoint_root: Path, max_records_per_batch: int | None = None,
-                 source_mode: str = "direct", data_path: str = "auto", *, source_admin, target_admin, topics,
-                 starting_offsets):
+    def __init__(self, config, flow, spark, checkpoint_root: Path, settings: ReplicatorSettings, *,
+                 source_admin, target_admin, topics, starting_offsets):
         self.config = config
-        self.data_path = data_path  # --data-path: auto, real-time or micro-batch
+        self.settings = settings
+        self.data_path = settings.data_path  # --data-path: auto, real-time or micro-batch
         #: The path the query runs on (realtime.Choice), decided by choose_path before it starts.
         self.path = realtime.Choice(realtime.MICRO_BATCH, "not decided")
         self.copy_tasks: int | None = None  # direct source tasks per batch (default: Spark's parallelism)
@@ -145,11 +146,11 @@ class FlowReplicator:
         self.catching_up_first = False  # auto: in micro-batches until caught up, then real time
         self.fell_back = 0  # auto: times the flow left real time because it could not keep up
         self._realtime_not_before = 0.0  # after falling back: no real time before this (monotonic)
-        self.source_mode = source_mode
+        self.source_mode = settings.source_mode
         self.flow = flow
         self.spark = spark
         self.checkpoint_dir = Path(checkpoint_root) / f"{flow.source}-to-{flow.target}"
-        self.max_records_per_batch = max_records_per_batch
+        self.max_records_per_batch = settings.max_records_per_batch
         self.source_admin = source_admin
         self.target_admin = target_admin
         self.topics = topics
@@ -202,7 +203,7 @@ class FlowReplicator:
         self.catching_up_first = False
         if choice.path == realtime.REAL_TIME and self.data_path == "auto":
             backlog = self._backlog_estimate()
-            if backlog is not None and backlog >= realtime.CATCH_UP_FIRST_RECORDS:
+            if backlog is not None and backlog >= self.settings.catch_up_first_records:
                 self.catching_up_first = True
                 choice = realtime.Choice(realtime.MICRO_BATCH, f"{backlog:,} records behind: catching up in "
                                          "micro-batches first (more records per second), then real time")
@@ -246,7 +247,7 @@ class FlowReplicator:
         with self._query_lock:
             if self._closed or self._restart_at is not None or not self.realtime:
                 return
-            hold = min(FALL_BACK_HOLD_S * 2 ** self.fell_back, FALL_BACK_HOLD_MAX_S)
+            hold = min(self.settings.fall_back_hold * 2 ** self.fell_back, FALL_BACK_HOLD_MAX_S)
             self.fell_back += 1
             self._realtime_not_before = time.monotonic() + hold
             log.warning("flow %s: real time cannot keep up: %s records behind for %.0f s, copying %s records/s "
@@ -383,7 +384,8 @@ class FlowReplicator:
             log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, capped)
         ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
         self._check_realtime_resume(ckpt)
-        shards = realtime.shard_assignment(self.assignment, realtime.REALTIME_SHARDS)
+        shards = realtime.shard_assignment(self.assignment, self.settings.real_time_shards)
+        interval = self.settings.real_time_checkpoint_interval
         relaid = realtime.lay_out_shards(self.checkpoint_dir, shards, self._handover_start)
         if relaid is not None:
             self._handover_start = relaid
@@ -406,7 +408,7 @@ class FlowReplicator:
             for i, shard in enumerate(shards):
                 # The queries start apart, so that their checkpoint boundaries (where their tasks
                 # pause) keep apart.
-                wait = began + i * realtime.stagger_seconds(len(shards)) - time.monotonic()
+                wait = began + i * realtime.stagger_seconds(len(shards), interval) - time.monotonic()
                 if i and wait > 0:
                     time.sleep(wait)
                 own = realtime.shard_dir(ckpt, i)
@@ -417,18 +419,19 @@ class FlowReplicator:
                     self.spark, df, name=name, ckpt=own, flow=self.name, target=self.flow.target,
                     producer_config=producer_conf, syncs_producer_config=syncs_conf,
                     syncs_topic=self.offset_syncs.topic, topic_map=topic_map,
-                    offset_lag_max=self.flow.offset_lag_max, max_message_bytes=limits))
+                    offset_lag_max=self.flow.offset_lag_max, trigger=self.settings.real_time_trigger,
+                    max_message_bytes=limits))
         except Exception:
             realtime.ShardedQuery(queries).stop()
             raise
         self.query = realtime.ShardedQuery(queries)
         metrics().started(self.name, self.partitions)
         spread = ("" if len(shards) == 1 else
-                  f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards)):.1f} s apart")
+                  f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards), interval):.1f} s apart")
         fetch = realtime.source_options(self._source_options)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
                  "checkpoint every %s, source fetches of fetch.min.bytes %s or fetch.max.wait.ms %s), checkpoint %s",
-                 self.name, len(self.assignment), self.partitions, self.flow.target, spread, realtime.REALTIME_BATCH,
+                 self.name, len(self.assignment), self.partitions, self.flow.target, spread, self.settings.real_time_trigger,
                  fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"], ckpt)
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
@@ -476,7 +479,8 @@ class FlowReplicator:
                           tuple(sorted(self.assignment.items())), starting, self.max_records_per_batch,
                           tasks=max(1, self.copy_tasks or self.spark.sparkContext.defaultParallelism),
                           admin_config=tuple(sorted((k, str(v)) for k, v in admin_conf.items())),
-                          stop_flag=str(self._stop_flag))
+                          stop_flag=str(self._stop_flag), batch_seconds=self.settings.micro_batch_seconds,
+                          first_batch_records=self.settings.micro_batch_first_records)
         name = "sparkmirror_" + "".join(c if c.isalnum() else "_" for c in self.name)
         self.spark.dataSource.register(make_source_class(spec, name))
         return self.spark.readStream.format(name).load()
@@ -566,7 +570,7 @@ class FlowReplicator:
                     if not passed:
                         late.append("its start" if batch is None else f"batch {batch}")
                     if not quieted:  # a stopped query's tasks end with errors Spark logs; expected here
-                        quiet_stop_noise(self.spark, True)
+                        quiet_stop_noise(self.spark, True, self.settings)
                         quieted = True
                     try:
                         sq.stop()
@@ -586,11 +590,11 @@ class FlowReplicator:
                      "s): the records they copied since %s will be copied again on restart (duplicates, never "
                      "loss)", self.name, len(late), len(shards), grace, ", ".join(late))
         # their tasks run to the end of their batch; a new query's start or Spark's stop waits
-        deadline = time.monotonic() + realtime.batch_seconds() + 2
+        deadline = time.monotonic() + self.settings.real_time_checkpoint_interval + 2
         for run_id in run_ids:
             wait_jobs_done(self.spark, run_id, max(0.1, deadline - time.monotonic()))
         if not self._closed:
-            quiet_stop_noise(self.spark, False)
+            quiet_stop_noise(self.spark, False, self.settings)
         if self._counters is not None:
             self._poll_realtime()
             self._counters.reset()
@@ -608,7 +612,7 @@ class FlowReplicator:
         from replicator.datapath.spark import quiet_stop_noise
 
         started = time.monotonic()
-        quiet_stop_noise(self.spark, True)
+        quiet_stop_noise(self.spark, True, self.settings)
         run_ids = _run_ids(q)
         try:
             q.stop()
@@ -616,7 +620,7 @@ class FlowReplicator:
             log.debug("flow %s: stop: %s", self.name, exc)
         problem = self._resume_at_acknowledged(run_ids)
         if not self._closed:
-            quiet_stop_noise(self.spark, False)
+            quiet_stop_noise(self.spark, False, self.settings)
         if problem is None:
             log.info("flow %s: real-time query stopped in %.1f s; it resumes where the target acknowledged every "
                      "record, so nothing is copied twice", self.name, time.monotonic() - started)
@@ -711,10 +715,10 @@ class FlowReplicator:
                 # the other shards still run: stopped now, all restart together from what is copied
                 from replicator.datapath.spark import quiet_stop_noise
 
-                quiet_stop_noise(self.spark, True)
+                quiet_stop_noise(self.spark, True, self.settings)
                 q.stop()
                 if not self._closed:
-                    quiet_stop_noise(self.spark, False)
+                    quiet_stop_noise(self.spark, False, self.settings)
             if self.realtime and self._counters is not None and self._counters.available:
                 problem = self._resume_at_acknowledged(_run_ids(q))
                 if problem is not None:
@@ -780,10 +784,10 @@ class FlowReplicator:
             st.rt_window = [0, 0, 0, 0]
             self._last_rt_batch = batch_id
             self._rt_batch_started = time.monotonic()
-        # A real-time batch ends every batch_seconds() once its writers have every record
+        # A real-time batch ends every checkpoint interval once its writers have every record
         # acknowledged: one that runs far longer waits for a cluster; say which, as for micro-batches.
         running_for = time.monotonic() - self._rt_batch_started
-        if running_for >= realtime.batch_seconds() + SLOW_BATCH_S \
+        if running_for >= self.settings.real_time_checkpoint_interval + SLOW_BATCH_S \
                 and time.monotonic() - self._slow_reported_at >= SLOW_BATCH_S:
             self._slow_reported_at = time.monotonic()
             self._report_slow_batch(0 if self._last_rt_batch is None else self._last_rt_batch + 1,

@@ -2,7 +2,7 @@
 
 In real-time mode (Spark 4.1+) a query runs one long-lived task per Kafka partition
 that copies each record as it arrives; the "batch" is only how often the source
-offsets are checkpointed (``REALTIME_BATCH``). The records go through
+offsets are checkpointed (``--real-time-checkpoint-interval``). The records go through
 ``MirrorForeachWriter`` (``replicator/jvm/``, built by ``jvmwriter``), which produces
 each one with the same partition, key, value, headers and timestamp and writes MM2's
 offset-syncs from the delivery reports. A failure replays from the last checkpointed
@@ -33,16 +33,7 @@ from pathlib import Path
 
 log = logging.getLogger("sparkmirror.replicate")
 
-REAL_TIME = "real-time"
-MICRO_BATCH = "micro-batch"
-PATHS = ("auto", REAL_TIME, MICRO_BATCH)
-
-#: Checkpoint interval of a real-time query (Spark's minimum is 5 s;
-#: ``--real-time-checkpoint-interval``). Records are copied as they come whatever it is; it
-#: bounds what a crash replays and how long a clean stop waits for a batch boundary, and each
-#: boundary pauses the copy for a moment (BENCHMARKS.md: fewer boundaries, a lower p99).
-REALTIME_BATCH = os.environ.get("SPARKMIRROR_REALTIME_BATCH", "5 seconds")
-MIN_CHECKPOINT_INTERVAL_S = 5.0
+from replicator.settings import MICRO_BATCH, REAL_TIME
 
 
 #: How the real-time source's consumers fetch unless the source cluster's consumer settings say
@@ -61,45 +52,25 @@ def source_options(configured: dict[str, str]) -> dict[str, str]:
     return {**SOURCE_FETCH_DEFAULTS, **configured}
 
 
-def batch_seconds() -> float:
-    number, _, unit = REALTIME_BATCH.partition(" ")
-    return float(number) * (60.0 if unit.startswith("min") else 1.0)
-
-
-def set_checkpoint_interval(seconds: float) -> None:
-    """The real-time checkpoint interval of this process's queries (the caller checked the minimum)."""
-    global REALTIME_BATCH
-    REALTIME_BATCH = f"{seconds:g} seconds"
-
-
-#: How many real-time queries a flow's partitions are dealt over (``--real-time-shards``). Each
-#: query's checkpoint boundary pauses its tasks for ~0.1 s; with several, the queries start apart,
-#: so a boundary pauses only its share of the partitions, and what piled up there is caught up
-#: with the cores the others leave. One by default until a bench run on a quiet machine shows
-#: what more take off the tail (bench/NOTES.md).
-REALTIME_SHARDS = int(os.environ.get("SPARKMIRROR_REALTIME_SHARDS", "1"))
-MAX_SHARDS = 16
+# A flow's partitions can be dealt over several real-time queries (``--real-time-shards``): each
+# query's checkpoint boundary pauses its tasks for a moment, and with several, started apart, a
+# boundary pauses only its share of the partitions (bench/NOTES.md: one is the default).
 #: At most this far apart the shards' queries start: a boundary's pause and the catch-up after it
 #: take a few tenths of a second, so boundaries this far apart do not overlap, and the last shard
 #: of a long interval does not wait most of it before it copies anything.
 MAX_STAGGER_S = 1.5
 
 
-def stagger_seconds(shards: int) -> float:
-    """How long after one another a flow's real-time queries start."""
-    return min(batch_seconds() / max(1, shards), MAX_STAGGER_S) if shards > 1 else 0.0
+def stagger_seconds(shards: int, interval: float) -> float:
+    """How long after one another a flow's real-time queries start (``interval``: their
+    checkpoint interval in seconds)."""
+    return min(interval / max(1, shards), MAX_STAGGER_S) if shards > 1 else 0.0
 
 
-def set_shards(n: int) -> None:
-    """The number of real-time queries per flow in this process (the caller checked the range)."""
-    global REALTIME_SHARDS
-    REALTIME_SHARDS = int(n)
-
-
-def stop_wait_seconds(grace: float) -> float:
+def stop_wait_seconds(grace: float, interval: float) -> float:
     """How long a clean stop waits for a real-time batch boundary: at least ``grace``, and long
     enough for one boundary to come (a stop at a boundary copies nothing twice on restart)."""
-    return max(grace, batch_seconds() + 2.0)
+    return max(grace, interval + 2.0)
 
 
 #: A flow with more partitions than this runs in micro-batches: each partition is a task
@@ -107,9 +78,6 @@ def stop_wait_seconds(grace: float) -> float:
 MAX_REALTIME_PARTITIONS = 256
 #: Spare local task slots beyond today's partitions, for topics that appear or grow.
 SLOT_HEADROOM = 16
-#: With --data-path auto, a flow this many records behind at start catches up in micro-batches
-#: (the direct source copies more records per second) and goes real time once caught up.
-CATCH_UP_FIRST_RECORDS = int(os.environ.get("SPARKMIRROR_CATCH_UP_FIRST_RECORDS", "10000"))
 
 
 @dataclass(frozen=True)
@@ -593,7 +561,7 @@ def _jmap(jvm, d: dict[str, str]):
 
 def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, producer_config: dict[str, str],
                 syncs_producer_config: dict[str, str] | None, syncs_topic: str, topic_map: dict[str, str],
-                offset_lag_max: int, max_message_bytes: dict[str, int] | None = None):
+                offset_lag_max: int, trigger: str, max_message_bytes: dict[str, int] | None = None):
     jvm = spark.sparkContext._jvm
     writer = jvm.sparkmirror.MirrorForeachWriter(
         flow, target, _jmap(jvm, producer_config),
@@ -605,7 +573,7 @@ def start_query(spark, df, *, name: str, ckpt: Path, flow: str, target: str, pro
     # copied once more, and each batch has no code to generate and compile at its start, where
     # no task reads. As a PythonForeachWriter it is handed Spark's UnsafeRows unconverted.
     w = (df.writeStream.queryName(name).outputMode("update")
-         .option("checkpointLocation", str(ckpt)).trigger(realTime=REALTIME_BATCH))
+         .option("checkpointLocation", str(ckpt)).trigger(realTime=trigger))
     w._jwrite = w._jwrite.foreach(writer)
     return w.start()
 

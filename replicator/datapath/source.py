@@ -11,7 +11,7 @@ to the target cluster inside one Python process:
 
 * ``latestOffset`` (driver side, Spark's Python streaming runner) asks the source
   cluster for each assigned partition's last stable offset (``read_committed``),
-  and takes at most about ``BATCH_SECONDS`` of copying at the rate the batches before
+  and takes at most about ``micro_batch_seconds`` (replicator.settings) of copying at the rate the batches before
   achieved (``BatchBudget``), and at most ``--max-records-per-batch`` records;
 * ``partitions(start, end)`` groups the ranges with records into at most one task
   per core (``group_ranges``: by default ``spark.default.parallelism`` tasks of
@@ -42,6 +42,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from replicator.settings import ReplicatorSettings
 from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
                                         RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, cyclic_gc_paused,
                                         produce_after, runs_batch)
@@ -58,18 +59,6 @@ EARLIEST = -2  # start offset of a partition the checkpoint has not seen yet
 CONSUME_BATCH = 10_000
 READ_TIMEOUT_S = 120.0  # no progress at all for this long: fail the task (Spark retries it)
 
-#: A micro-batch takes at most about this many seconds of copying, at the rate the batches
-#: before it achieved. A batch is Spark's unit of commit: a kill -9, a failed task or a clean
-#: stop that cannot wait replays the whole running batch, and records that arrive meanwhile
-#: wait for the next one. A backlog taken whole (hours of records after an outage) would make
-#: all three as long as the catch-up; 30 s keeps them about as long as MM2's default offset
-#: flush (60 s) at no measurable cost, where batches of a few seconds cost a third or more of the
-#: rate in a JVM's first minute (bench/NOTES.md: each boundary stops every task, and Spark's
-#: per-batch work runs cold).
-BATCH_SECONDS = float(os.environ.get("SPARKMIRROR_MICRO_BATCH_SECONDS", "30"))
-#: Until a batch has shown how fast the copy is, a batch takes at most this many records
-#: (~5 GB of 1-KB records: 20-60 s on a 2-core machine, more for larger records).
-FIRST_BATCH_RECORDS = int(os.environ.get("SPARKMIRROR_MICRO_BATCH_FIRST_RECORDS", "5000000"))
 #: A batch of fewer records says little about the copy rate (Spark's own per-batch work is
 #: most of its time), and no batch is capped below this.
 RATE_MIN_RECORDS = 50_000
@@ -116,6 +105,9 @@ class SourceSpec:
     # A file on the driver whose existence means "the query is stopping": plan no new batch,
     # so the running one is the last and the query can be stopped between batches.
     stop_flag: str = ""
+    # The batch budget (BatchBudget), from the run's settings.
+    batch_seconds: float = ReplicatorSettings.micro_batch_seconds
+    first_batch_records: int = ReplicatorSettings.micro_batch_first_records
 
 
 def _consumer(spec: SourceSpec):
@@ -209,8 +201,8 @@ class BatchBudget:
     trickle's batches are mostly Spark's fixed cost and would say the copy is slow.
     """
 
-    def __init__(self, seconds: float = BATCH_SECONDS, first: int = FIRST_BATCH_RECORDS,
-                 min_records: int = RATE_MIN_RECORDS, keep: int = RATE_BATCHES) -> None:
+    def __init__(self, seconds: float, first: int, min_records: int = RATE_MIN_RECORDS,
+                 keep: int = RATE_BATCHES) -> None:
         self.seconds, self.first, self.min_records = seconds, first, min_records
         self.rates: list[float] = []  # records/s of the last ``keep`` measured batches
         self.keep = keep
@@ -236,7 +228,7 @@ class BatchBudget:
 class MirrorStreamReader(DataSourceStreamReader):
     def __init__(self, spec: SourceSpec, budget: BatchBudget | None = None) -> None:
         self.spec = spec
-        self.budget = budget or BatchBudget()
+        self.budget = budget or BatchBudget(spec.batch_seconds, spec.first_batch_records)
         self._admin = None
         self._planned: dict[str, dict[str, int]] | None = None
         self._latest: dict[str, dict[str, int]] | None = None  # the end of the newest planned batch

@@ -19,6 +19,7 @@ from pathlib import Path
 from sparkmirror import artifacts
 from replicator.datapath import scratch
 from replicator.datapath.cds import java_options as cds_options
+from replicator.settings import ReplicatorSettings
 from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,12 @@ def jvm_in_its_own_session():
 
 
 def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: bool = False,
-                  conf: dict[str, str] | None = None, extra_jars: list[str] | None = None, cds: bool = True):
+                  conf: dict[str, str] | None = None, extra_jars: list[str] | None = None, cds: bool = True,
+                  settings: ReplicatorSettings | None = None):
     """The Spark session. ``cds``: map the driver JVM's classes from the class-data archive when
-    there is one (``replicator.datapath.cds``; not under spark-submit, whose launcher starts the JVM)."""
+    there is one and ``settings`` allow it (``replicator.datapath.cds``; not under spark-submit,
+    whose launcher starts the JVM). ``settings``: the driver's memory and Spark's log level."""
+    settings = settings or ReplicatorSettings()
     # Executors must run the same interpreter (and so the same packages) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -102,7 +106,7 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         builder = (
             builder.master(master or DEFAULT_LOCAL_MASTER)
             .config("spark.jars", ",".join(str(j) for j in jars))
-            .config("spark.driver.memory", os.environ.get("SPARKMIRROR_DRIVER_MEMORY", "2g"))
+            .config("spark.driver.memory", settings.driver_memory)
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
         )
@@ -127,7 +131,7 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         for k, v in scratch.spark_options(conf).items():
             conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
         options = dict(logsetup.spark_log4j_options())  # JSON logs from the JVM too
-        if cds and (archive := cds_options()):
+        if cds and (archive := cds_options(settings.class_data_archive)):
             key = "spark.driver.extraJavaOptions"
             options[key] = f"{options[key]} {archive}" if options.get(key) else archive
         for k, v in options.items():
@@ -147,8 +151,8 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
             spark = builder.getOrCreate()
     if on_sigint is not None:
         signal.signal(signal.SIGINT, on_sigint)
-    spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "ERROR"))
-    if "SPARKMIRROR_SPARK_LOG_LEVEL" not in os.environ:
+    spark.sparkContext.setLogLevel(settings.spark_log_level or "ERROR")
+    if settings.spark_log_level is None:
         _quiet_fault_loggers(spark)
     return spark
 
@@ -156,7 +160,7 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
 #: Spark loggers that print a multi-page Java stack trace for faults sparkmirror
 #: handles and reports itself in one line: a failed task attempt that Spark retries
 #: (the flow logs the retried attempts after the batch) and a failed query (the flow
-#: logs the cause and restarts it from its checkpoint). SPARKMIRROR_SPARK_LOG_LEVEL
+#: logs the cause and restarts it from its checkpoint). ``spark_log_level`` (settings)
 #: brings them back for debugging.
 QUIET_LOGGERS = (
     "org.apache.spark.executor.Executor",
@@ -191,8 +195,10 @@ STOP_NOISE_LOGGERS = (
 )
 
 
-def quiet_stop_noise(spark, quiet: bool) -> None:
-    if "SPARKMIRROR_SPARK_LOG_LEVEL" in os.environ:
+def quiet_stop_noise(spark, quiet: bool, settings: ReplicatorSettings) -> None:
+    """Silence (or bring back) the loggers of a stop's expected faults, unless the settings ask
+    for Spark's own log level."""
+    if settings.spark_log_level is not None:
         return
     try:
         jvm = spark.sparkContext._jvm

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from replicator.datapath.catchup import CatchUpTracker, Estimate, FallBehind, committed_offsets
+from replicator.settings import ReplicatorSettings
 
 
 def test_backlog_rate_and_eta_follow_the_copy():
@@ -137,6 +138,7 @@ class _Flow:
         self.realtime, self.catching_up_first = True, False
         self.committed = 0
         self.falls: list = []
+        self.settings = ReplicatorSettings()
 
     def copied_offsets(self):
         return {("t", 0): self.committed}

@@ -6,6 +6,7 @@ That the JVM really maps it is test_datapath's (the replicator's JVM has the fil
 from __future__ import annotations
 
 from replicator.datapath import cds
+from replicator.settings import ReplicatorSettings
 
 
 def test_no_archive_no_option(tmp_path, monkeypatch):
@@ -21,8 +22,8 @@ def test_an_archive_for_this_setup_is_mapped_unless_turned_off(tmp_path, monkeyp
     path.parent.mkdir()
     path.write_bytes(b"archive")
     assert cds.java_options().split()[0] == f"-XX:SharedArchiveFile={path}"
-    monkeypatch.setenv("SPARKMIRROR_CDS", "off")
-    assert cds.java_options() == ""
+    assert cds.java_options(ReplicatorSettings.from_environment({"SPARKMIRROR_CDS": "auto"}).class_data_archive)
+    assert cds.java_options(ReplicatorSettings.from_environment({"SPARKMIRROR_CDS": "off"}).class_data_archive) == ""
 
 
 def test_the_archive_name_follows_the_java_it_was_made_by(tmp_path, monkeypatch):

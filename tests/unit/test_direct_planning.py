@@ -142,7 +142,7 @@ def test_the_budget_never_caps_below_its_floor_and_keeps_only_the_newest_rates()
     b.cap(121.0)
     b.planned(60_000, 121.0)
     assert b.cap(181.0) == 50_000  # the 100,000-records/s batch is no longer among the last two
-    assert BatchBudget(seconds=0).cap(0.0) is None  # off
+    assert BatchBudget(seconds=0, first=5_000_000).cap(0.0) is None  # off
 
 
 class _Offsets:

@@ -8,6 +8,7 @@ import pytest
 
 from replicator.datapath import realtime
 from replicator.datapath.realtime import MICRO_BATCH, REAL_TIME
+from replicator.settings import MAX_SHARDS, ReplicatorSettings
 
 
 def choose(requested="auto", **kw):
@@ -156,34 +157,40 @@ def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
     assert realtime.cap_batch_size(conf, {"a.small": 2000}) is None and conf["batch.size"] == "1000"
 
 
-def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary(monkeypatch):
-    from replicator.command import _set_checkpoint_interval
-
-    monkeypatch.setattr(realtime, "REALTIME_BATCH", realtime.REALTIME_BATCH)  # restored after the test
-    assert realtime.stop_wait_seconds(10.0) == max(10.0, realtime.batch_seconds() + 2)
-    _set_checkpoint_interval(30)
-    assert realtime.REALTIME_BATCH == "30 seconds" and realtime.batch_seconds() == 30.0
+def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary():
+    default = ReplicatorSettings()
+    assert realtime.stop_wait_seconds(10.0, default.real_time_checkpoint_interval) == \
+        max(10.0, default.real_time_checkpoint_interval + 2)
+    thirty = ReplicatorSettings(real_time_checkpoint_interval=30)
+    assert thirty.real_time_trigger == "30 seconds"
     # a 30-s interval: the stop waits long enough for the next boundary, not only 10 s
-    assert realtime.stop_wait_seconds(10.0) == 32.0
-    _set_checkpoint_interval(7.5)
-    assert realtime.batch_seconds() == 7.5 and realtime.stop_wait_seconds(10.0) == 10.0
+    assert realtime.stop_wait_seconds(10.0, thirty.real_time_checkpoint_interval) == 32.0
+    seven = ReplicatorSettings(real_time_checkpoint_interval=7.5)
+    assert seven.real_time_trigger == "7.5 seconds" and realtime.stop_wait_seconds(10.0, 7.5) == 10.0
 
 
-@pytest.mark.parametrize("setter, attr, value, flag", [
-    *[("_set_checkpoint_interval", "REALTIME_BATCH", seconds, "--real-time-checkpoint-interval")
+@pytest.mark.parametrize("field, value, flag", [
+    *[("real_time_checkpoint_interval", seconds, "--real-time-checkpoint-interval")
       for seconds in (4.9, 0, -5, float("nan"), float("inf"))],  # below Spark's minimum, or no number
-    *[("_set_shards", "REALTIME_SHARDS", n, "--real-time-shards") for n in (0, -1, realtime.MAX_SHARDS + 1)],
+    *[("real_time_shards", n, "--real-time-shards") for n in (0, -1, MAX_SHARDS + 1)],
 ])
-def test_real_time_options_out_of_range_are_a_usage_error(monkeypatch, setter, attr, value, flag):
-    from replicator import command as replicate
+def test_real_time_options_out_of_range_are_a_usage_error(field, value, flag):
     from sparkmirror.errors import UsageError
 
-    monkeypatch.setattr(realtime, attr, getattr(realtime, attr))
-    before = getattr(realtime, attr)
     with pytest.raises(UsageError) as info:
-        getattr(replicate, setter)(value)
+        ReplicatorSettings(**{field: value})
     assert info.value.exit_code == 2 and flag in str(info.value)
-    assert getattr(realtime, attr) == before
+
+
+def test_real_time_options_out_of_range_stop_the_command_before_spark(tmp_path, capsys):
+    """Through the command line: exit 2, one line naming the option."""
+    from sparkmirror_cli.main import main
+
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:2\n"
+                      "a->b.enabled = true\n")
+    assert main(["replicate", str(config), "--real-time-shards", "17", "--metrics-listen", "off"]) == 2
+    assert "--real-time-shards 17: must be between 1 and 16" in capsys.readouterr().err
 
 
 def test_a_stopped_query_resumes_at_the_acknowledged_positions_over_its_checkpoint(tmp_path):
@@ -217,13 +224,12 @@ def test_starting_offsets_are_read_back_from_sparks_json(text, parsed):
     assert realtime.parse_starting_offsets(text) == parsed
 
 
-def test_a_stop_waits_for_a_checkpoint_only_where_the_driver_cannot_read_the_writers(monkeypatch):
+def test_a_stop_waits_for_a_checkpoint_only_where_the_driver_cannot_read_the_writers():
     from replicator.datapath.flow import GRACEFUL_STOP_S, stop_grace
 
-    monkeypatch.setattr(realtime, "REALTIME_BATCH", "60 seconds")
-    assert stop_grace(real_time=True, local=True) == GRACEFUL_STOP_S
-    assert stop_grace(real_time=True, local=False) == 62.0
-    assert stop_grace(real_time=False, local=False) == GRACEFUL_STOP_S
+    assert stop_grace(real_time=True, interval=60.0, local=True) == GRACEFUL_STOP_S
+    assert stop_grace(real_time=True, interval=60.0, local=False) == 62.0
+    assert stop_grace(real_time=False, interval=60.0, local=False) == GRACEFUL_STOP_S
 
 
 def test_the_resume_point_after_a_stop_is_the_start_written_down(tmp_path):

@@ -138,10 +138,8 @@ def test_one_failed_or_ended_shard_fails_them_all():
     assert realtime.ShardedQuery([_Query("a", 1, {}, active=False)]).exception() is None
 
 
-def test_queries_start_apart_but_never_far(monkeypatch):
-    monkeypatch.setattr(realtime, "REALTIME_BATCH", "5 seconds")
-    assert realtime.stagger_seconds(1) == 0.0
-    assert realtime.stagger_seconds(4) == 1.25  # spread over the interval
-    assert realtime.stagger_seconds(3) == realtime.MAX_STAGGER_S
-    monkeypatch.setattr(realtime, "REALTIME_BATCH", "60 seconds")
-    assert realtime.stagger_seconds(3) == realtime.MAX_STAGGER_S  # the last shard does not wait 40 s
+def test_queries_start_apart_but_never_far():
+    assert realtime.stagger_seconds(1, 5.0) == 0.0
+    assert realtime.stagger_seconds(4, 5.0) == 1.25  # spread over the interval
+    assert realtime.stagger_seconds(3, 5.0) == realtime.MAX_STAGGER_S
+    assert realtime.stagger_seconds(3, 60.0) == realtime.MAX_STAGGER_S  # the last shard does not wait 40 s

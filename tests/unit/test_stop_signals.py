@@ -27,7 +27,9 @@ SCRIPT = textwrap.dedent("""
     from replicator.service import ReplicatorService
 
     svc = object.__new__(ReplicatorService)  # only what its signal handling needs
-    svc.stop_event, svc.app, svc.data_path = threading.Event(), None, "auto"
+    from replicator.settings import ReplicatorSettings
+
+    svc.stop_event, svc.app, svc.settings = threading.Event(), None, ReplicatorSettings()
     svc._install_signal_handlers()
     event = svc.stop_event
     # The main thread holds the event's own lock, as it does for a few bytecodes inside
