@@ -525,7 +525,7 @@ class FlowReplicator:
             # The direct source sees the flag and plans no new batch, so the running one is
             # the last (Spark's Kafka source keeps planning: there the wait is only a grace).
             self._stop_flag.touch()
-            deadline = time.monotonic() + stop_grace(False, local=False)
+            deadline = time.monotonic() + stop_grace(False, self.settings.real_time_checkpoint_interval, local=False)
             while time.monotonic() < deadline:
                 try:
                     if not q.isActive or not q.status.get("isTriggerActive"):
@@ -553,7 +553,7 @@ class FlowReplicator:
         from replicator.datapath.spark import quiet_stop_noise, wait_jobs_done
 
         shards = q.queries
-        grace = stop_grace(True, local=False)
+        grace = stop_grace(True, self.settings.real_time_checkpoint_interval, local=False)
         deadline = time.monotonic() + grace
         waiting = [(sq, _progress_batch(sq)) for sq in shards]
         run_ids = _run_ids(q) or []
