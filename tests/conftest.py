@@ -24,16 +24,36 @@ settings.load_profile("sparkmirror")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 
+PRIVATE_CLUSTERS = "private_clusters"
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", f"{PRIVATE_CLUSTERS}: on a module (pytestmark), its kafka_clusters are a "
+                                       "pair of its own (private_kafka_clusters), not the session's")
+
+
 @pytest.fixture(scope="session")
-def kafka_clusters(tmp_path_factory) -> TestClusters:
+def session_kafka_clusters(tmp_path_factory) -> TestClusters:
+    """The pair every module shares unless it is marked private_clusters; ask for kafka_clusters."""
     yield from cluster_pair(tmp_path_factory.mktemp("kafka"))
+
+
+@pytest.fixture(scope="module")
+def kafka_clusters(request) -> TestClusters:
+    """The two clusters a test talks to: the session's, or for a module marked
+    ``pytestmark = [..., pytest.mark.private_clusters]`` its own ``private_kafka_clusters``.
+    Only the pair asked for is started."""
+    if request.node.get_closest_marker(PRIVATE_CLUSTERS) is not None:
+        return request.getfixturevalue("private_kafka_clusters")
+    return request.getfixturevalue("session_kafka_clusters")
 
 
 @pytest.fixture(scope="module")
 def private_kafka_clusters(tmp_path_factory) -> TestClusters:
     """A pair of clusters for one module only, for tests that run Apache MM2 with the
     fixed aliases `primary`/`dr`: on the session clusters, MM2 would first read every
-    other test's records in the shared `heartbeats` and `mm2-offset-syncs.dr.internal`."""
+    other test's records in the shared `heartbeats` and `mm2-offset-syncs.dr.internal`. A module
+    marked ``private_clusters`` gets it as ``kafka_clusters``."""
     yield from cluster_pair(tmp_path_factory.mktemp("kafka-private"))
 
 

@@ -24,6 +24,7 @@ from sparkmirror.adminproc import AdminProcess, AdminProcessDied, AdminProcessEr
 from sparkmirror.errors import ClusterError
 from tests.support.kafka import create_topic
 from tests.support.monitor import commit_group
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -75,10 +76,8 @@ def test_closing_does_not_wait_for_a_request_in_flight(caplog):
 
     caller = threading.Thread(target=ask)
     caller.start()
-    deadline = time.monotonic() + 30
-    while admin.pid() is None or not admin._lock.locked():
-        assert time.monotonic() < deadline, "the request never started"
-        time.sleep(0.05)
+    wait_until(lambda: admin.pid() is not None and admin._lock.locked(), 30, interval=0.05,
+               what="the request to start in its child")
     pid = admin.pid()
     started = time.monotonic()
     admin.close()
@@ -177,10 +176,12 @@ def test_the_monitors_cluster_requests_run_in_a_child_that_is_replaced_when_it_a
 
 def _wait_until_dead(pid: int, timeout: float = 10.0) -> None:
     """Until ``pid`` is a zombie (its parent, this process, has not reaped it yet)."""
-    deadline = time.monotonic() + timeout
-    while open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] != "Z":
-        assert time.monotonic() < deadline, f"process {pid} still running"
-        time.sleep(0.01)
+    def state() -> str:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0]
+
+    wait_until(lambda: state() == "Z", timeout, interval=0.01, what=f"process {pid} to exit (a zombie)",
+               details=lambda: f"state {state()}")
 
 
 def test_an_abort_mid_request_is_one_clear_error_and_the_next_request_works(kafka_clusters, caplog):
@@ -229,16 +230,12 @@ def test_the_replicators_group_requests_run_in_a_child_and_outlive_its_abort(kaf
         os.kill(source.pid(), signal.SIGABRT)
         assert committed_offsets(source, "p", [group]) == {group: {(topic, 0): (12, "")}}
         cp = Checkpoint(group, f"p.{topic}", 0, 12, 12)
-        deadline = time.monotonic() + 60
-        while True:  # a cluster started moments ago may still be loading its group coordinator
-            try:
-                committed, kept = commit_checkpoints(target, "d", group, {(f"p.{topic}", 0): cp})
-                break
-            except ClusterError as exc:
-                if not ("LOAD_IN_PROGRESS" in str(exc) or "NOT_COORDINATOR" in str(exc)) \
-                        or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        # a cluster started moments ago may still be loading its group coordinator
+        committed, kept = wait_until(
+            lambda: commit_checkpoints(target, "d", group, {(f"p.{topic}", 0): cp}), 60, interval=0.5,
+            what=f"group {group}'s commit on d",
+            ignoring=lambda exc: isinstance(exc, ClusterError) and ("LOAD_IN_PROGRESS" in str(exc)
+                                                                    or "NOT_COORDINATOR" in str(exc)))
         assert list(committed) == [(f"p.{topic}", 0)] and kept == {}
         os.kill(target.pid(), signal.SIGSEGV)  # librdkafka's bug shows as either
         assert group_offsets(target, "d", group) == {(f"p.{topic}", 0): 12}

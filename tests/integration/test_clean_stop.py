@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -89,14 +90,16 @@ def test_sigterm_mid_catch_up_stops_cleanly_and_loses_nothing(kafka_clusters, un
     assert batches_before < RECORDS // 2000, "the catch-up ended before the signal: nothing was tested"
 
     rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=args).start()
+    got: set[bytes] = set()
+
+    def all_copied() -> bool:
+        got.clear()
+        got.update(m.value() for m in consume_all(dr, f"primary.{topic}"))
+        return len(got) >= RECORDS
+
     try:
-        deadline = time.monotonic() + 240
-        got: set[bytes] = set()
-        while time.monotonic() < deadline:
-            got = {m.value() for m in consume_all(dr, f"primary.{topic}")}
-            if len(got) >= RECORDS:
-                break
-            time.sleep(3)
+        wait_until(all_copied, 240, interval=3, what=f"all {RECORDS} records on the target after the restart",
+                   details=lambda: f"{len(got)} there; restart's log:\n{rest.log()[-3000:]}")
     finally:
         rest.terminate()
     missing = RECORDS - len(got & {str(i).encode() for i in range(RECORDS)})
@@ -132,10 +135,10 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
         rep.wait_for_log("real time cannot keep up", timeout=120)
         rep.wait_for_log("caught up: switching to the real-time data path", timeout=240)
         got = consume_all(dr, f"primary.{topic}", expected=backlog, timeout=120)
-        deadline = time.monotonic() + 60
-        while len({m.value() for m in got}) < backlog and time.monotonic() < deadline:
-            time.sleep(2)
-            got = consume_all(dr, f"primary.{topic}")
+        if len({m.value() for m in got}) < backlog:  # the rest moments later: read the whole topic again
+            got = wait_until(lambda: (again := consume_all(dr, f"primary.{topic}"))
+                             and len({m.value() for m in again}) >= backlog and again, 60, interval=2,
+                             what=f"all {backlog} records on the target")
         assert rep.running(), rep.log()[-3000:]
     finally:
         rep.terminate()
@@ -214,14 +217,15 @@ def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clus
     time.sleep(2)
     sent = producer.stop()
     rest = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", extra_args=extra).start()
+    values: list[bytes] = []
+
+    def all_copied() -> bool:
+        values[:] = [m.value() for m in consume_all(dr, f"primary.{topic}")]
+        return len(set(values)) >= sent
+
     try:
-        deadline = time.monotonic() + 240
-        values: list[bytes] = []
-        while time.monotonic() < deadline:
-            values = [m.value() for m in consume_all(dr, f"primary.{topic}")]
-            if len(set(values)) >= sent:
-                break
-            time.sleep(3)
+        wait_until(all_copied, 240, interval=3, what=f"all {sent} records on the target after the restart",
+                   details=lambda: f"{len(set(values))} there; restart's log:\n{rest.log()[-3000:]}")
     finally:
         rest.terminate()
     assert "switching" not in rest.log(), "the restart should resume on the real-time path where it stopped"

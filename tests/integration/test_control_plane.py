@@ -22,8 +22,6 @@ One replicator run (module fixture) serves, in this order:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -34,9 +32,11 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from sparkmirror.model.offsets import OffsetSyncStore
 from sparkmirror.model.records import Checkpoint, OffsetSync
+from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic
 from tests.support.replicator import Replicator, write_config
 from tests.support.mm2_store import MM2OffsetSyncStore
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -54,24 +54,6 @@ def _admin(bootstrap: str) -> AdminClient:
     if bootstrap not in _ADMINS:
         _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
     return _ADMINS[bootstrap]
-
-
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _wait(predicate, timeout: float, what: str, rep: Replicator | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if rep is not None and not rep.running():
-            raise AssertionError(f"replicator exited while waiting for {what}:\n{rep.log()[-3000:]}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                         + (f"\n{rep.log()[-3000:]}" if rep else ""))
 
 
 def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -220,8 +202,8 @@ def test_topic_config_sync_over_time(run):
         except Exception:
             return None
 
-    _wait(lambda: (c := dr_configs()) and c["retention.ms"].value == "3600000", 120,
-          f"{remote} created with the source's retention.ms", rep)
+    rep.wait_until(lambda: (c := dr_configs()) and c["retention.ms"].value == "3600000", 120,
+                   what=f"{remote} created with the source's retention.ms")
     src = _admin(primary)
     res = ConfigResource(ResourceType.TOPIC, t["conf"], incremental_configs=[
         ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
@@ -236,7 +218,7 @@ def test_topic_config_sync_over_time(run):
         c = dr_configs()
         return c and c["retention.ms"].value == "7200000" and c["max.message.bytes"].value == "200000"
 
-    _wait(synced, 60, "the source's config change on the mirror topic", rep)
+    rep.wait_until(synced, 60, what="the source's config change on the mirror topic")
     c = dr_configs()
     assert c["min.insync.replicas"].value == "1"
     assert int(getattr(c["min.insync.replicas"].source, "value", c["min.insync.replicas"].source)) == \
@@ -265,7 +247,7 @@ def test_acl_sync_literal_topics_never_write_all_becomes_read(run):
         (remote, ResourcePatternType.LITERAL, f"User:bob-{u}", AclOperation.READ, AclPermissionType.ALLOW),
         (remote, ResourcePatternType.LITERAL, f"User:eve-{u}", AclOperation.READ, AclPermissionType.DENY),
     }
-    _wait(lambda: mine() == expected, 90, "the mirrored ACLs", rep)
+    rep.wait_until(lambda: mine() == expected, 90, what="the mirrored ACLs")
     time.sleep(4)  # another round: nothing more appears (no WRITE, no prefixed ACL)
     assert mine() == expected
     assert rep.log().count("ACL sync primary->dr: created") == 3
@@ -280,7 +262,7 @@ def test_checkpoints_of_groups_far_behind_are_precise(run):
         mine = {g: cps.get((g, remote, 0)) for g in run["behind"]}
         return mine if all(mine.values()) else None
 
-    mine = _wait(ready, 120, "checkpoints of the three lagging groups", rep)
+    mine = rep.wait_until(ready, 120, what="checkpoints of the three lagging groups")
     mm2 = MM2OffsetSyncStore()
     for s in run["big_syncs"]:
         mm2.add(s.upstream_offset, s.downstream_offset)
@@ -304,39 +286,39 @@ def test_partition_growth_reaches_the_mirror(run):
     primary, dr, t, rep = run["primary"], run["dr"], run["t"], run["rep"]
     _admin(primary).create_partitions([NewPartitions(t["conf"], 2)])[t["conf"]].result(30)
     remote = f"primary.{t['conf']}"
-    _wait(lambda: len(_admin(dr).list_topics(timeout=10).topics[remote].partitions) == 2, 60,
-          f"{remote} grown to 2 partitions", rep)
+    rep.wait_until(lambda: len(_admin(dr).list_topics(timeout=10).topics[remote].partitions) == 2, 60,
+                   what=f"{remote} grown to 2 partitions")
     assert f"grew {remote} on dr to 2 partitions" in rep.log()
 
 
 def test_inspect_live_internal_topics(run):
     config, t = str(run["config"]), run["t"]
-    out = _cli("inspect", config, "--cluster", "dr", "--topic", "primary.checkpoints.internal", "--json")
+    out = run_cli("inspect", config, "--cluster", "dr", "--topic", "primary.checkpoints.internal", "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert rows and all({"partition", "offset", "timestamp_ms", "record"} <= set(r) for r in rows)
     assert any(r["record"]["group"] in run["behind"] and r["record"]["topic"] == f"primary.{t['big']}" for r in rows)
 
-    out = _cli("inspect", config, "--cluster", "primary", "--topic", "mm2-offset-syncs.dr.internal", "--limit", "5",
-               "--json")
+    out = run_cli("inspect", config, "--cluster", "primary", "--topic", "mm2-offset-syncs.dr.internal", "--limit", "5",
+                  "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(rows) == 5 and all(r["type"] == "offset-sync" and "upstream_offset" in r["record"] for r in rows)
 
-    out = _cli("inspect", config, "--cluster", "dr", "--topic", "heartbeats", "--limit", "3")
+    out = run_cli("inspect", config, "--cluster", "dr", "--topic", "heartbeats", "--limit", "3")
     assert out.returncode == 0, out.stderr
     assert "heartbeat primary->dr at" in out.stdout
 
     # The disabled reverse pair heartbeats into primary's `heartbeats`, and the flow carries
     # them to dr as primary.heartbeats although the topic filter names only this test's topics.
-    out = _cli("inspect", config, "--cluster", "dr", "--topic", "primary.heartbeats", "--limit", "20", "--json")
+    out = run_cli("inspect", config, "--cluster", "dr", "--topic", "primary.heartbeats", "--limit", "20", "--json")
     assert out.returncode == 0, out.stderr
     now_ms = time.time() * 1000
     reverse = [json.loads(line)["record"] for line in out.stdout.splitlines()]
     assert any(r["source"] == "dr" and r["target"] == "primary" and now_ms - r["timestamp_ms"] < 60_000
                for r in reverse)
 
-    out = _cli("inspect", config, "--cluster", "dr", "--topic", f"primary.{t['big']}")
+    out = run_cli("inspect", config, "--cluster", "dr", "--topic", f"primary.{t['big']}")
     assert out.returncode == 2 and "not an MM2 internal topic" in out.stderr
 
 
@@ -406,7 +388,8 @@ def test_failover_drill(run):
     squatter = Consumer({"bootstrap.servers": dr, "group.id": applied_group, "enable.auto.commit": False,
                          "auto.offset.reset": "latest"})
     squatter.subscribe([remote])
-    _wait(lambda: squatter.poll(0.5) is None and bool(squatter.assignment()), 60, "the dr consumer to join")
+    wait_until(lambda: squatter.poll(0.5) is None and bool(squatter.assignment()), 60, interval=1,
+               what="the dr consumer to join")
     # Two groups read part of each partition on primary and commit, then their consumers stop.
     committed = {
         synced_group: _consume_part(primary, synced_group, topic, [0.3, 0.45, 0.6], sent),
@@ -432,7 +415,7 @@ def test_failover_drill(run):
         finally:
             c.close()
 
-    _wait(mirrored, 120, "all committed drill records on dr", rep)
+    rep.wait_until(mirrored, 120, what="all committed drill records on dr")
 
     # The drill acts on converged checkpoints: for every committed offset, the checkpoint is the
     # translation over every offset-sync now in the topic (the checkpoint emitter's own rule; how
@@ -446,18 +429,19 @@ def test_failover_drill(run):
                    == store.translate(topic, p, o)
                    for g, offs in committed.items() for p, o in offs.items())
 
-    _wait(converged, 120, "checkpoints of both drill groups translating over every offset-sync", rep)
+    rep.wait_until(converged, 120, what="checkpoints of both drill groups translating over every offset-sync")
 
     def synced():
         cps = _checkpoints(dr)
         return _committed(dr, synced_group, remote, PARTITIONS) == {
             p: cps[(synced_group, remote, p)].downstream_offset for p in committed[synced_group]}
 
-    _wait(synced, 60, "the synced group's offsets on dr (the newest checkpoints)", rep)
-    _wait(lambda: f"leaving group {applied_group} alone on dr" in rep.log(), 30, "the 'left alone' log line", rep)
+    rep.wait_until(synced, 60, what="the synced group's offsets on dr (the newest checkpoints)")
+    rep.wait_until(lambda: f"leaving group {applied_group} alone on dr" in rep.log(), 30,
+                   what="the 'left alone' log line")
     assert _committed(dr, applied_group, remote, PARTITIONS) == {}
 
-    refused = _cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--apply")
+    refused = run_cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--apply")
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "active member" in refused.stderr
     assert _committed(dr, applied_group, remote, PARTITIONS) == {}
@@ -466,13 +450,13 @@ def test_failover_drill(run):
     assert rep.terminate() == 0
     squatter.close()
 
-    shown = _cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--json")
+    shown = run_cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--json")
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
     cps = _checkpoints(dr)
     assert {(r["topic"], r["partition"]): r["offset"] for r in report["offsets"]} == {
         (remote, p): cps[(applied_group, remote, p)].downstream_offset for p in committed[applied_group]}
-    applied = _cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--apply")
+    applied = run_cli("translate", config, "--source", "primary", "--target", "dr", "--group", applied_group, "--apply")
     assert applied.returncode == 0, applied.stderr
     assert f"committed {PARTITIONS} partition(s) of group {applied_group} on dr" in applied.stdout
 

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Re
 from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -50,17 +51,14 @@ def _by_partition(msgs) -> dict[int, list]:
 
 
 def _wait_mirrored(bootstrap: str, topic: str, expected: int, timeout: float = 240):
-    deadline = time.monotonic() + timeout
-    got = []
-    while time.monotonic() < deadline:
-        try:
-            got = consume_all(bootstrap, topic, expected=expected, timeout=10, **{"fetch.message.max.bytes": BIG})
-        except Exception:
-            got = []
-        if len(got) >= expected:
-            return got
-        time.sleep(2)
-    raise AssertionError(f"{topic}: {len(got)} of {expected} records mirrored within {timeout}s")
+    got: list = []
+
+    def mirrored():
+        got[:] = consume_all(bootstrap, topic, expected=expected, timeout=10, **{"fetch.message.max.bytes": BIG})
+        return len(got) >= expected and list(got)
+
+    return wait_until(mirrored, timeout, interval=2, what=f"{expected} records mirrored to {topic}",
+                      ignoring=Exception, details=lambda: f"{topic}: {len(got)} of {expected} records mirrored")
 
 
 def _assert_identical(source_msgs, target_msgs, topic: str):
@@ -116,15 +114,14 @@ def replication(kafka_clusters, tmp_path_factory):
         keys = 5 if burst == 7 else 10
         produce(primary, compact, [{"key": f"k{i % keys}".encode(), "value": f"b{burst}-{i}".encode()} for i in range(30)])
         time.sleep(0.3)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+    def compacted() -> bool:
         offsets = [m.offset() for m in consume_all(primary, compact)]
         if any(b != a + 1 for a, b in zip(offsets, offsets[1:])):
-            break
-        produce(primary, compact, [{"key": b"roll", "value": b"x"}])
-        time.sleep(1)
-    else:
-        pytest.fail("the log cleaner never compacted the test topic")
+            return True
+        produce(primary, compact, [{"key": b"roll", "value": b"x"}])  # rolls the active segment
+        return False
+
+    wait_until(compacted, 90, interval=1, what="the log cleaner to compact the test topic (gaps in its offsets)")
 
     config = write_config(work / "mm2.properties", primary, dr, {
         "primary->dr.topics": f".*-{u}", "offset.lag.max": "10",
@@ -193,10 +190,8 @@ def test_offset_syncs_point_at_the_same_record(replication):
         _wait_mirrored(r["dr"], f"primary.{t}", 1)
         # The driver sends a batch's offset-syncs after its records are on the target: wait for
         # them, then read the target (it holds every record a sync read so far points at).
-        deadline = time.monotonic() + 60
-        while not (syncs := [s for s in _syncs(r) if s.topic == t]) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert syncs, f"no offset-syncs for {t}"
+        syncs = wait_until(lambda: [s for s in _syncs(r) if s.topic == t], 60, interval=1,
+                           what=f"offset-syncs for {t}")
         target = {(m.partition(), m.offset()): m
                   for m in consume_all(r["dr"], f"primary.{t}", **{"fetch.message.max.bytes": BIG})}
         for s in syncs:
@@ -265,14 +260,15 @@ def test_the_driver_jvm_maps_its_classes_from_the_class_data_archive(replication
     # Logged as the JVM is launched. Run alone, this test comes before Spark's launcher has
     # handed over to the driver JVM (the launcher is a JVM of its own, without the archive).
     rep.wait_for_log(f"classes mapped from the class-data archive {archive}")
-    deadline = time.monotonic() + 60
-    while True:
-        jvms = [pid for pid in _descendants(rep.proc.pid) if _exe(pid) == "java"]
-        if any(str(archive) in _maps(pid) for pid in jvms):
-            assert len(jvms) == 1, jvms
-            break
-        assert time.monotonic() < deadline, f"no JVM of the replicator maps {archive} (JVMs: {jvms})"
-        time.sleep(0.5)
+    jvms: list[int] = []
+
+    def mapped() -> bool:
+        jvms[:] = [pid for pid in _descendants(rep.proc.pid) if _exe(pid) == "java"]
+        return any(str(archive) in _maps(pid) for pid in jvms)
+
+    wait_until(mapped, 60, interval=0.5, what=f"a JVM of the replicator mapping {archive}",
+               details=lambda: f"JVMs: {jvms}")
+    assert len(jvms) == 1, jvms
 
 
 def _maps(pid: int) -> str:

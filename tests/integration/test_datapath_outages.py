@@ -27,6 +27,7 @@ from tests.support.clusters import cluster_pair
 from tests.support.kafka import NumberedProducer, consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -84,18 +85,6 @@ def target_count(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def wait_until(predicate, timeout: float, what: str, rep: Replicator | None = None, every: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if rep is not None:
-            assert rep.running(), f"replicator exited while waiting for {what}:\n{rep.log()[-4000:]}"
-        time.sleep(every)
-    raise AssertionError(f"no {what} within {timeout:.0f} s" + (f"\n{rep.log()[-4000:]}" if rep else ""))
-
-
 def monitor_view(mon: MonitorProcess, cluster: str) -> tuple[bool | None, str | None, float]:
     """(cluster up?, status of the flow, seconds the request took); /metrics is fetched too and must answer."""
     started = time.monotonic()
@@ -148,9 +137,9 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
     mon = MonitorProcess(tmp_path / "monitor", config, "--interval", "1")
     try:
         producer.start()
-        wait_until(lambda: target_count(dr.bootstrap, mirror) > 0, 180, "first records on the target", rep)
+        rep.wait_until(lambda: target_count(dr.bootstrap, mirror) > 0, 180, what="first records on the target")
         mon.start(timeout=60)
-        wait_until(lambda: monitor_view(mon, "dr")[1] == "OK", 120, "flow OK in the monitor", rep)
+        rep.wait_until(lambda: monitor_view(mon, "dr")[1] == "OK", 120, what="flow OK in the monitor")
         phases = []
         for name, cluster in (("target_outage", dr), ("source_outage", primary)):
             first = producer.sent
@@ -162,8 +151,8 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
             restarted = time.monotonic()
             # recovery: the records sent so far arrive, and the monitor sees the cluster and the flow well again
             want = producer.sent
-            wait_until(lambda: target_count(dr.bootstrap, mirror) >= want, 240,
-                       f"catch-up after the {cluster.name} restart", rep)
+            rep.wait_until(lambda: target_count(dr.bootstrap, mirror) >= want, 240,
+                           what=f"catch-up after the {cluster.name} restart")
             rec["caught_up_after_restart_s"] = round(time.monotonic() - restarted, 1)
             seen: dict = {}
 
@@ -172,7 +161,7 @@ def test_broker_outages_lose_nothing_and_recover_by_themselves(outage_clusters, 
                 return seen["view"] == (True, "OK")
 
             try:
-                wait_until(recovered, 180, f"monitor recovery after the {cluster.name} restart")
+                wait_until(recovered, 180, interval=1, what=f"monitor recovery after the {cluster.name} restart")
             except AssertionError as exc:  # say what the monitor showed instead
                 flows = [f for f in mon.status()["flows"] if f["name"] == "primary->dr"]
                 raise AssertionError(f"{exc}; last (cluster up, flow status): {seen.get('view')}; "
@@ -259,7 +248,7 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
     try:
         for p in producers:
             p.start()
-        wait_until(lambda: target_count(dr, f"primary.{main}") > 500, 180, "records of the main topic", rep)
+        rep.wait_until(lambda: target_count(dr, f"primary.{main}") > 500, 180, what="records of the main topic")
         realtime = "real-time data path" in rep.log()
         assert realtime == (data_path == "auto"), rep.log()[-3000:]
         report["data_path"] = "real-time" if realtime else "micro-batch"
@@ -268,13 +257,13 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         first = p_main.sent
         kills = []
         for _ in range(0 if realtime else 3):
-            workers = wait_until(lambda: python_workers(rep), 60, "a running PySpark worker", rep, every=0.2)
+            workers = rep.wait_until(lambda: python_workers(rep), 60, interval=0.2, what="a running PySpark worker")
             for w in workers:
                 w.kill()
             kills.append(len(workers))
             before = target_count(dr, f"primary.{main}")
-            wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
-                       "records after a worker kill", rep)
+            rep.wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
+                           what="records after a worker kill")
         if not realtime:
             rep.wait_for_log("Spark task attempts failed and were retried", 180)
         retried = [l for l in rep.log().splitlines() if "Spark task attempts failed and were retried" in l]
@@ -290,7 +279,7 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         burst_kills = 0
         while not realtime and "the streaming query failed" not in rep.log():
             assert burst_kills < 12, f"the query never failed after {burst_kills} kill rounds:\n{rep.log()[-4000:]}"
-            for w in wait_until(lambda: python_workers(rep), 120, "a running PySpark worker", rep, every=0.1):
+            for w in rep.wait_until(lambda: python_workers(rep), 120, interval=0.1, what="a running PySpark worker"):
                 w.kill()
             burst_kills += 1
             time.sleep(0.5)
@@ -307,8 +296,8 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         gone_sent = p_gone.stop()  # its producer now fails: the topic is gone (auto-creation is off)
         rep.wait_for_log(f"source topic {gone} is gone from cluster primary", 120)
         before = target_count(dr, f"primary.{main}")
-        wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
-                   f"main-topic records after deleting {gone}", rep)
+        rep.wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
+                       what=f"main-topic records after deleting {gone}")
         report["source_topic_deleted"] = {"topic": gone, "flow_kept_running": True}
 
         # 3. a mirror topic deleted while replicated
@@ -317,11 +306,11 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         rep.wait_for_log(f"mirror topic primary.{remirrored} was deleted on cluster dr", 120)
         # what was sent after the deletion arrives on the re-created topic, while the flow runs
         want = p_re.sent
-        wait_until(lambda: set(range(re_mark, want)) <= {int(m.value()) for m in consume_all(
-            dr, f"primary.{remirrored}", timeout=20)}, 180, f"records sent after deleting primary.{remirrored}", rep)
+        rep.wait_until(lambda: set(range(re_mark, want)) <= {int(m.value()) for m in consume_all(
+            dr, f"primary.{remirrored}", timeout=20)}, 180, what=f"records sent after deleting primary.{remirrored}")
         before = target_count(dr, f"primary.{main}")
-        wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
-                   f"main-topic records after deleting primary.{remirrored}", rep)
+        rep.wait_until(lambda: target_count(dr, f"primary.{main}") > before + 400, 120,
+                       what=f"main-topic records after deleting primary.{remirrored}")
         assert rep.running()
         assert rep.terminate() == 0
         log1 = rep.log()
@@ -333,7 +322,7 @@ def test_task_failures_deleted_topics_and_lost_checkpoint(outage_clusters, tmp_p
         rep.wait_for_log("no Spark checkpoint found", 180)
         resume_line = next(l for l in rep.log().splitlines() if "no Spark checkpoint found" in l)
         assert "resuming from the offset-syncs" in resume_line, resume_line
-        wait_until(lambda: target_count(dr, f"primary.{main}") >= p_main.sent, 180, "catch-up after the restart", rep)
+        rep.wait_until(lambda: target_count(dr, f"primary.{main}") >= p_main.sent, 180, what="catch-up after the restart")
         time.sleep(2)
         sent = p_main.stop()
         re_sent = p_re.stop()

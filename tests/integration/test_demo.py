@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from devenv import clusters
 from devenv.kafka import _port_open, free_port
 from sparkmirror import artifacts
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -62,11 +62,9 @@ def test_ctrl_c_stops_the_demo_in_order(tmp_path):
     dr = clusters.dev_cluster("dr").bootstrap
     broker_pids: list[int] = []
     try:
-        deadline = time.monotonic() + 240
-        while _copied(dr, "primary.orders") < 500:
-            assert demo.poll() is None, (tmp_path / "demo.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the demo copied too few records in 240 s"
-            time.sleep(2)
+        wait_until(lambda: _copied(dr, "primary.orders") >= 500, 240, interval=2,
+                   what="the demo to copy 500 records", alive=lambda: demo.poll() is None,
+                   details=lambda: (tmp_path / "demo.out").read_text()[-3000:])
         broker_pids = [int((cache / "dev" / name / "pid").read_text()) for name in clusters.DEV_CLUSTERS]
         os.killpg(demo.pid, signal.SIGINT)  # a terminal's Ctrl-C
         code = demo.wait(90)

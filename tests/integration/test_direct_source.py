@@ -10,7 +10,6 @@ pairs a record with its own copy.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka import TopicPartition
@@ -21,6 +20,7 @@ import pytest
 from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -105,15 +105,8 @@ def test_recreated_source_topic_is_copied_again_from_its_start(idempotence_off):
     r = idempotence_off
     admin = AdminClient({"bootstrap.servers": r["primary"]})
     admin.delete_topics([r["orders"]])[r["orders"]].result(30)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            create_topic(r["primary"], r["orders"], 1)
-            break
-        except Exception:  # still being deleted
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    wait_until(lambda: create_topic(r["primary"], r["orders"], 1) or True, 60, interval=0.5,
+               what=f"{r['orders']} created again", ignoring=Exception)  # still being deleted
     produce(r["primary"], r["orders"], [{"key": b"k", "value": b"new-%d" % i, "partition": 0} for i in range(10)])
     with Replicator(r["config"], r["ckpt"], r["log"], ["--source", "direct"]) as rep:
         rep.wait_for_log("flow primary->dr: streaming", timeout=240)

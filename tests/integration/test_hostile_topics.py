@@ -17,7 +17,6 @@ import struct
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,8 +24,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from devenv.kafka import free_port
 from sparkmirror.errors import RecordFormatError
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
+from tests.support.cli import run_cli
 from tests.support.kafka import create_topic, produce
 from tests.support.monitor import write_mm2_config
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 pytestmark = pytest.mark.kafka
 
@@ -65,18 +67,8 @@ def as_records(pairs, timestamp_ms: int | None = None) -> list[dict]:
     return [{"key": k, "value": v, **({"timestamp": timestamp_ms} if timestamp_ms else {})} for k, v in pairs]
 
 
-def get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-    except OSError:  # not listening yet
-        return 0, b""
-
-
 def decode_errors(base: str) -> dict[str, float]:
-    _, body = get(base + "/metrics")
+    body = fetch(base + "/metrics").body
     out = {}
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:
@@ -85,17 +77,6 @@ def decode_errors(base: str) -> dict[str, float]:
             elif s.name == "sparkmirror_heartbeats_total":
                 out["heartbeats received"] = s.value
     return out
-
-
-def wait_for(predicate, what: str, proc, log_path, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        assert proc.poll() is None, f"monitor exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}"
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}:\n{log_path.read_text()[-3000:]}")
 
 
 def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clusters, tmp_path, unique):
@@ -126,8 +107,13 @@ def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clust
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        counted = wait_for(lambda: (lambda e: e if all(e.get(t) == n for t, n in expected.items()) else None)(
-            decode_errors(base)), "every undecodable record counted", proc, log_path)
+        def monitor_state() -> str:
+            return f"monitor exit code {proc.poll()}; log:\n{log_path.read_text()[-3000:]}"
+
+        counted = wait_until(lambda: (e := decode_errors(base)) and all(e.get(t) == n for t, n in expected.items())
+                             and e, 60, interval=0.3, what="every undecodable record counted",
+                             ignoring=OSError,  # not listening yet
+                             alive=lambda: proc.poll() is None, details=monitor_state)
         assert counted["heartbeats received"] >= 1, "the valid heartbeat among the garbage was not used"
 
         # More garbage while it runs: counted, still not logged again.
@@ -136,13 +122,14 @@ def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clust
             produce(bootstrap, topic, as_records(pairs), **{"message.max.bytes": 2_000_000})
             expected[topic] += undecodable(cls, pairs)
             total[topic] += len(pairs)
-        wait_for(lambda: all(decode_errors(base).get(t) == n for t, n in expected.items()),
-                 "the live garbage counted", proc, log_path)
+        wait_until(lambda: all(decode_errors(base).get(t) == n for t, n in expected.items()), 60, interval=0.3,
+                   what="the live garbage counted", ignoring=OSError, alive=lambda: proc.poll() is None,
+                   details=monitor_state)
 
         for path in ("/healthz", "/api/status?detail=partitions", "/", "/metrics"):
-            code, body = get(base + path)
+            code, _, body = fetch(base + path)
             assert code == 200, (path, body[:500])
-        status = json.loads(get(base + "/api/status")[1])
+        status = json.loads(fetch(base + "/api/status").body)
         assert status["flows"][0]["name"] == f"{source}->{target}"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -158,9 +145,7 @@ def test_monitor_and_inspect_survive_garbage_on_every_internal_topic(kafka_clust
     # inspect lists each topic to its end, the garbage as error lines, and exits 0
     for topic, (bootstrap, cls, _good) in topics.items():
         cluster = target if bootstrap == dr else source
-        out = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "inspect", str(config), "--cluster", cluster,
-                              "--topic", topic, "--json", "--timeout", "30"], capture_output=True, text=True,
-                             timeout=120)
+        out = run_cli("inspect", str(config), "--cluster", cluster, "--topic", topic, "--json", "--timeout", "30")
         assert out.returncode == 0, out.stderr[-3000:]
         assert "Traceback" not in out.stderr
         rows = [json.loads(line) for line in out.stdout.splitlines()]

@@ -9,7 +9,6 @@ up in the monitor's log or in any response.
 
 from __future__ import annotations
 
-import base64
 import http.client
 import ssl
 import time
@@ -24,6 +23,8 @@ from sparkmirror.webconfig import load_web_config
 from tests.support.monitor import write_mm2_config
 from tests.support.prometheus import MonitorProcess, PrometheusServer
 from tests.support.tls import make_pki
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 PROTECTED = ("/metrics", "/api/status", "/api/history", "/")
 
@@ -35,17 +36,6 @@ def write_web_config(folder, password: str, cost: int = 8):
     path.write_text("tls_server_config:\n  cert_file: pki/server.crt\n  key_file: pki/server.key\n"
                     f"basic_auth_users:\n  prometheus: {hashed}\n")
     return path
-
-
-def fetch(url: str, ctx, auth: tuple[str, str] | None = None) -> tuple[int, dict, bytes]:
-    req = urllib.request.Request(url)
-    if auth:
-        req.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
-    try:
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
 
 
 def assert_plain_http_fails(port: int) -> None:
@@ -69,23 +59,23 @@ def test_monitor_serves_tls_and_basic_auth_and_prometheus_scrapes_it(kafka_clust
         for path in PROTECTED:
             for auth in (None, ("prometheus", "wrong"), ("nobody", password), ("prometheus", password + "x"),
                          ("PROMETHEUS", password)):
-                code, headers, body = fetch(mon.url + path, ctx, auth)
+                code, headers, body = fetch(mon.url + path, context=ctx, auth=auth)
                 assert code == 401, (path, auth)
                 assert headers["WWW-Authenticate"].startswith("Basic "), headers
                 bodies.append(body)
-            code, _, body = fetch(mon.url + path, ctx, ("prometheus", password))
+            code, _, body = fetch(mon.url + path, context=ctx, auth=("prometheus", password))
             assert code == 200, path
             bodies.append(body)
-        code, _, body = fetch(mon.url + "/healthz", ctx)  # open to liveness probes, still over TLS
+        code, _, body = fetch(mon.url + "/healthz", context=ctx)  # open to liveness probes, still over TLS
         assert code == 200 and b'"ok"' in body
-        assert fetch(mon.url + "/no-such-page", ctx)[0] == 401  # no probing for paths without credentials
+        assert fetch(mon.url + "/no-such-page", context=ctx).status == 401  # no probing for paths without credentials
         assert b"sparkmirror_cluster_up" in mon.get("/metrics")
         assert mon.status()["flows"][0]["name"] == f"{p}->{d}"
 
         assert_plain_http_fails(mon.port)
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             urllib.request.urlopen(mon.url + "/healthz", timeout=5)  # a client that does not trust the CA
-        assert fetch(mon.url + "/healthz", ctx)[0] == 200  # none of that hurt the server
+        assert fetch(mon.url + "/healthz", context=ctx).status == 200  # none of that hurt the server
 
         scrape = {"scheme": "https", "tls_config": {"ca_file": str(pki.ca_cert)}}
         with PrometheusServer(tmp_path / "prometheus", {"monitor": [mon.address], "intruder": [mon.address]},
@@ -94,14 +84,14 @@ def test_monitor_serves_tls_and_basic_auth_and_prometheus_scrapes_it(kafka_clust
                                                                        "password": password}},
                                   "intruder": {**scrape, "basic_auth": {"username": "prometheus",
                                                                         "password": "guess"}}}) as prom:
-            deadline = time.monotonic() + 30
-            health = {}
-            while time.monotonic() < deadline:
+            def scraped():
                 targets = prom.api("targets")["activeTargets"]
                 health = {t["labels"]["job"]: (t["health"], t["lastError"], t["scrapeUrl"]) for t in targets}
-                if health.get("monitor", ("",))[0] == "up" and health.get("intruder", ("",))[0] == "down":
-                    break
-                time.sleep(0.5)
+                return (health.get("monitor", ("",))[0] == "up" and health.get("intruder", ("",))[0] == "down"
+                        and health)
+
+            health = wait_until(scraped, 30, interval=0.5, what="job monitor up and job intruder down",
+                                details=lambda: f"targets: {prom.api('targets')['activeTargets']}")
             assert health["monitor"][0] == "up", health
             assert health["monitor"][2].startswith("https://"), health
             assert health["intruder"][0] == "down" and "401" in health["intruder"][1], health
@@ -109,17 +99,18 @@ def test_monitor_serves_tls_and_basic_auth_and_prometheus_scrapes_it(kafka_clust
 
         # The file edited while the monitor runs: a new password, then a rotated certificate.
         write_web_config(tmp_path, "Second-" + password)
-        wait_until(lambda: fetch(mon.url + "/metrics", ctx, ("prometheus", "Second-" + password))[0] == 200,
-                   what="new password")
-        assert fetch(mon.url + "/metrics", ctx, ("prometheus", password))[0] == 401
+        wait_until(lambda: fetch(mon.url + "/metrics", context=ctx,
+                                 auth=("prometheus", "Second-" + password)).status == 200,
+                   10, interval=0.2, what="new password")
+        assert fetch(mon.url + "/metrics", context=ctx, auth=("prometheus", password)).status == 401
         new_ctx = rotate(tmp_path, "pki2")
 
         def new_certificate_served() -> bool:
             try:
-                return fetch(mon.url + "/healthz", new_ctx)[0] == 200
+                return fetch(mon.url + "/healthz", context=new_ctx).status == 200
             except urllib.error.URLError:  # still the old certificate
                 return False
-        wait_until(new_certificate_served, what="rotated certificate")
+        wait_until(new_certificate_served, 10, interval=0.2, what="rotated certificate")
         assert mon.running
     log = mon.log_path.read_text()
     assert "refused" in log and "without valid credentials" in log
@@ -128,13 +119,6 @@ def test_monitor_serves_tls_and_basic_auth_and_prometheus_scrapes_it(kafka_clust
     assert "Traceback" not in log
     for text in (log.encode(), *bodies):
         assert password.encode() not in text and b"guess" not in text
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
-        time.sleep(0.2)
 
 
 def rotate(tmp_path, name: str):
@@ -162,32 +146,35 @@ def test_replicator_metrics_endpoint_takes_the_same_web_config(tmp_path):
         ctx = ssl.create_default_context(cafile=str(tmp_path / "pki" / "ca.crt"))
         url = f"https://127.0.0.1:{port}/metrics"
         for auth in (None, ("prometheus", "wrong"), ("other", password)):
-            code, headers, body = fetch(url, ctx, auth)
+            code, headers, body = fetch(url, context=ctx, auth=auth)
             assert code == 401 and headers["WWW-Authenticate"].startswith("Basic ")
             assert password.encode() not in body
-        code, _, body = fetch(url, ctx, ("prometheus", password))
+        code, _, body = fetch(url, context=ctx, auth=("prometheus", password))
         assert code == 200 and b'sparkmirror_replicator_records_total{flow="a->b"} 3.0' in body
         assert_plain_http_fails(port)
-        assert fetch(url, ctx, ("prometheus", password))[0] == 200  # still serving after the plain request
+        # still serving after the plain request
+        assert fetch(url, context=ctx, auth=("prometheus", password)).status == 200
 
         # Edited while running, as exporter-toolkit allows: users at once, certificates for new connections.
         web = tmp_path / "web.yml"
         web.write_text("not: [valid\n")
         time.sleep(1.5)
-        assert fetch(url, ctx, ("prometheus", password))[0] == 200  # a broken edit keeps the last good config
+        # a broken edit keeps the last good config
+        assert fetch(url, context=ctx, auth=("prometheus", password)).status == 200
         write_web_config(tmp_path, "second-Pw", cost=4)
-        wait_until(lambda: fetch(url, ctx, ("prometheus", "second-Pw"))[0] == 200, what="new password")
-        assert fetch(url, ctx, ("prometheus", password))[0] == 401
+        wait_until(lambda: fetch(url, context=ctx, auth=("prometheus", "second-Pw")).status == 200, 10, interval=0.2,
+                   what="new password")
+        assert fetch(url, context=ctx, auth=("prometheus", password)).status == 401
         new_ctx = rotate(tmp_path, "pki2")
 
         def new_certificate_served() -> bool:
             try:
-                return fetch(url, new_ctx, ("prometheus", "second-Pw"))[0] == 200
+                return fetch(url, context=new_ctx, auth=("prometheus", "second-Pw")).status == 200
             except urllib.error.URLError:  # still the old certificate
                 return False
-        wait_until(new_certificate_served, what="rotated certificate")
+        wait_until(new_certificate_served, 10, interval=0.2, what="rotated certificate")
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
-            fetch(url, ctx, ("prometheus", "second-Pw"))  # the old CA no longer matches
+            fetch(url, context=ctx, auth=("prometheus", "second-Pw"))  # the old CA no longer matches
     finally:
         rm.server.shutdown()
         rm.server.server_close()
@@ -208,10 +195,10 @@ def test_client_certificates_are_required_when_configured(tmp_path):
         url = f"https://127.0.0.1:{port}/metrics"
         anonymous = ssl.create_default_context(cafile=str(pki.ca_cert))
         with pytest.raises((OSError, http.client.HTTPException)):
-            fetch(url, anonymous)
+            fetch(url, context=anonymous)
         with_cert = ssl.create_default_context(cafile=str(pki.ca_cert))
         with_cert.load_cert_chain(pki.client_cert, pki.client_key)
-        code, _, body = fetch(url, with_cert)
+        code, _, body = fetch(url, context=with_cert)
         assert code == 200 and b"sparkmirror_replicator" in body
     finally:
         rm.server.shutdown()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -32,16 +31,13 @@ from devenv import mm2 as mm2_runner
 from devenv.mm2 import MirrorMaker2, single_node_settings
 from sparkmirror import artifacts
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
+from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
+pytestmark = [pytest.mark.kafka, pytest.mark.mm2, pytest.mark.private_clusters]  # MM2's fixed aliases
 
-
-@pytest.fixture(scope="module")
-def kafka_clusters(private_kafka_clusters):
-    """This module's own clusters (see tests/conftest.py: private_kafka_clusters)."""
-    return private_kafka_clusters
 
 LAG_MAX = 10
 FIRST, SECOND = 200, 150  # records per partition written before MM2 stops, and after
@@ -62,23 +58,8 @@ public class MirrorTranslate {
 """
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True, timeout=120)
-
-
-def _wait(predicate, timeout: float, what: str, alive=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except KafkaException:  # a topic just created: metadata and leaders settle within seconds
-            value = None
-        if value:
-            return value
-        if alive is not None and not alive():
-            raise AssertionError(f"process exited while waiting for {what}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+#: a topic just created: its metadata and leaders settle within seconds
+SETTLING = KafkaException
 
 
 def _topics(admin: AdminClient) -> set[str]:
@@ -157,9 +138,11 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         # checkpointed that (before this, MM2 could copy everything first and skip the group).
         # The early commit is at the end of the first half: translatable from the newest sync alone.
         commit({0: FIRST // 2, 1: FIRST // 2})
-        _wait(lambda: f"primary.{topic}" in _topics(admin_dr)
-              and sum(_ends(dr, f"primary.{topic}", 2).values()) >= FIRST, 180, "MM2's first copy", mm2.running)
-        _wait(lambda: len(_newest_checkpoints(dr, group)) == 2, 120, "MM2's checkpoint task", mm2.running)
+        wait_until(lambda: f"primary.{topic}" in _topics(admin_dr)
+                   and sum(_ends(dr, f"primary.{topic}", 2).values()) >= FIRST, 180, interval=1,
+                   what="MM2's first copy", ignoring=SETTLING, alive=mm2.running)
+        wait_until(lambda: len(_newest_checkpoints(dr, group)) == 2, 120, interval=1, what="MM2's checkpoint task",
+                   ignoring=SETTLING, alive=mm2.running)
         # The second half in five steps, each copied and committed by MM2 before the next, so MM2
         # holds syncs inside it (every 20 records a partition): a newer checkpoint of the group
         # translates past the early one's downstream offset, and MM2 writes a checkpoint only then.
@@ -167,13 +150,13 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         step = (len(records) - FIRST) // 5
         for start in range(FIRST, len(records), step):
             produce(primary, topic, records[start:start + step])
-            _wait(lambda: sum(_ends(dr, f"primary.{topic}", 2).values()) >= start + step, 180, "MM2's copy",
-                  mm2.running)
+            wait_until(lambda: sum(_ends(dr, f"primary.{topic}", 2).values()) >= start + step, 180, interval=1,
+                       what="MM2's copy", ignoring=SETTLING, alive=mm2.running)
             time.sleep(1.5)  # at least two of MM2's offset commits: the step's last sync is written
         # The group commits while MM2 runs.
         commit(COMMITTED)
         try:
-            _wait(checkpointed, 90, "MM2's checkpoints", mm2.running)
+            wait_until(checkpointed, 90, interval=1, what="MM2's checkpoints", ignoring=SETTLING, alive=mm2.running)
             restarted = False
         except AssertionError:
             restarted = True  # seen under heavy load: MM2 checkpoints one partition and never the other
@@ -181,7 +164,8 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         print(f"\nApache MM2 did not checkpoint both partitions within 90 s (see {work / 'mm2' / 'mm2.log'}, "
               "translateDownstream lines); restarting it once")
         with MirrorMaker2(props, work / "mm2-again") as mm2:
-            _wait(checkpointed, 120, "MM2's checkpoints after a restart", mm2.running)
+            wait_until(checkpointed, 120, interval=1, what="MM2's checkpoints after a restart", ignoring=SETTLING,
+                       alive=mm2.running)
     yield {"primary": primary, "dr": dr, "u": u, "topic": topic, "group": group, "work": work,
            "config": write_config(work / "sparkmirror.properties", primary, dr, extra={
                "primary->dr.topics": topic, "primary->dr.groups": group, "offset.lag.max": str(LAG_MAX),
@@ -209,17 +193,18 @@ def test_translate_equals_mm2_remote_cluster_utils_and_applies(mm2_left, tmp_pat
     for (_, p), offset in expected.items():  # the mirror started empty: never ahead of the upstream offset
         assert offset <= COMMITTED[p]
 
-    out = _cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"], "--json")
+    out = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"],
+                  "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert {(o["topic"], o["partition"]): o["offset"] for o in report["offsets"]} == expected
     assert {o["upstream_offset"] for o in report["offsets"]} == set(COMMITTED.values())
 
-    table = _cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"])
+    table = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"])
     assert table.returncode == 0 and "UPSTREAM OFFSET" in table.stdout
 
-    applied = _cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"],
-                   "--apply")
+    applied = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"],
+                      "--apply")
     assert applied.returncode == 0, applied.stderr
     c = Consumer({"bootstrap.servers": r["dr"], "group.id": r["group"], "enable.auto.commit": False})
     committed = {(tp.topic, tp.partition): tp.offset for tp in c.committed(
@@ -227,7 +212,7 @@ def test_translate_equals_mm2_remote_cluster_utils_and_applies(mm2_left, tmp_pat
     c.close()
     assert committed == expected
 
-    missing = _cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", "nobody")
+    missing = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", "nobody")
     assert missing.returncode == 1 and "no checkpoints for group nobody" in missing.stderr
 
 
@@ -238,7 +223,7 @@ def test_inspect_decodes_every_mm2_record(mm2_left):
              ("dr", "primary.heartbeats", Heartbeat), ("primary", "heartbeats", Heartbeat)]
     for cluster, topic, cls in cases:
         raw = consume_all(r[cluster], topic, timeout=30)
-        out = _cli("inspect", config, "--cluster", cluster, "--topic", topic, "--json")
+        out = run_cli("inspect", config, "--cluster", cluster, "--topic", topic, "--json")
         assert out.returncode == 0, out.stderr
         rows = [json.loads(line) for line in out.stdout.splitlines()]
         assert len(rows) >= len(raw) > 0
@@ -247,8 +232,8 @@ def test_inspect_decodes_every_mm2_record(mm2_left):
             row = by_offset[(m.partition(), m.offset())]
             assert "error" not in row and row["timestamp_ms"] == m.timestamp()[1]
             assert row["record"] == cls.decode(m.key(), m.value()).to_json_dict()
-    mine = [json.loads(x) for x in _cli("inspect", config, "--cluster", "primary", "--topic",
-                                         "mm2-offset-syncs.dr.internal", "--json").stdout.splitlines()]
+    mine = [json.loads(x) for x in run_cli("inspect", config, "--cluster", "primary", "--topic",
+                                            "mm2-offset-syncs.dr.internal", "--json").stdout.splitlines()]
     assert {row["record"]["partition"] for row in mine if row["record"]["topic"] == r["topic"]} == {0, 1}
 
     bad_topic = f"bad-{r['u']}.checkpoints.internal"
@@ -256,7 +241,7 @@ def test_inspect_decodes_every_mm2_record(mm2_left):
     good = Checkpoint("g", "primary.t", 0, 5, 5)
     produce(r["dr"], bad_topic, [{"key": b"\x00\x05nope", "value": b"\x00"},
                                  {"key": good.encode_key(), "value": good.encode_value()}])
-    out = _cli("inspect", config, "--cluster", "dr", "--topic", bad_topic, "--json")
+    out = run_cli("inspect", config, "--cluster", "dr", "--topic", bad_topic, "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert "error" in rows[0] and rows[0]["key_hex"] == "00056e6f7065" and rows[0]["offset"] == 0
@@ -272,8 +257,8 @@ def test_sparkmirror_takes_over_from_mm2_without_recopying(mm2_left):
                              for i in range(2 * SECOND)])
     rep = Replicator(r["config"], r["work"] / "checkpoints", r["work"] / "replicator.log").start()
     try:
-        _wait(lambda: all(e >= FIRST + SECOND for e in _ends(dr, remote, 2).values()), 180, "the new records on dr",
-              rep.running)
+        wait_until(lambda: all(e >= FIRST + SECOND for e in _ends(dr, remote, 2).values()), 180, interval=1,
+                   what="the new records on dr", ignoring=SETTLING, alive=rep.running)
         log = rep.log()
         assert "partitions resume after the progress recorded in mm2-offset-syncs.dr.internal" in log
         assert "checkpoints primary->dr: every 1 s" in log and "2 earlier checkpoints of 1 groups" in log
@@ -284,9 +269,10 @@ def test_sparkmirror_takes_over_from_mm2_without_recopying(mm2_left):
         truth = _values(dr, remote)[0].index(f"p0-{FIRST + 100}".encode(), mm2_copied[0])
         # The first checkpoint may come before the syncs of the newest batch are read: it is behind
         # (never ahead); the next round makes it precise.
-        cp = _wait(lambda: (x := _newest_checkpoints(dr, group).get((remote, 0))) and x.upstream_offset == FIRST + 100
-                   and x.downstream_offset >= truth - LAG_MAX and x, 60,
-                   "sparkmirror's checkpoint after the takeover", rep.running)
+        cp = wait_until(lambda: (x := _newest_checkpoints(dr, group).get((remote, 0)))
+                        and x.upstream_offset == FIRST + 100 and x.downstream_offset >= truth - LAG_MAX and x, 60,
+                        interval=1, what="sparkmirror's checkpoint after the takeover", ignoring=SETTLING,
+                        alive=rep.running)
     finally:
         assert rep.terminate() == 0
     source, mirror = _values(primary, topic), _values(dr, remote)

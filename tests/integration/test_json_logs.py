@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.kafka import create_topic, produce
 from tests.support.replicator import Replicator, write_config
 
@@ -71,8 +72,7 @@ def test_monitor_and_config_errors_are_json(kafka_clusters, tmp_path):
 
     broken = tmp_path / "broken.properties"
     broken.write_text("clusters = a\na->b.enabled = true\n")
-    done = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "--log-format", "json", "replicate", str(broken)],
-                          capture_output=True, text=True, timeout=60)
+    done = run_cli("--log-format", "json", "replicate", str(broken), timeout=60)
     assert done.returncode == 2
     [error] = _objects(done.stderr)
     assert error["level"] == "ERROR" and f"{broken}:2" in error["message"]

@@ -16,31 +16,15 @@ from confluent_kafka import Consumer, TopicPartition
 from devenv.mm2 import MirrorMaker2, single_node_settings
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
+from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
-
-
-@pytest.fixture(scope="module")
-def kafka_clusters(private_kafka_clusters):
-    """This module's own clusters (see tests/conftest.py: private_kafka_clusters)."""
-    return private_kafka_clusters
+pytestmark = [pytest.mark.kafka, pytest.mark.mm2, pytest.mark.private_clusters]  # MM2's fixed aliases
 
 
 def _topics(bootstrap: str) -> set[str]:
     from confluent_kafka.admin import AdminClient
 
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
-
-
-def _wait_for(predicate, timeout: float, what: str, mm2: MirrorMaker2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        assert mm2.running(), f"MM2 exited early; see {mm2.log_file}"
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}; MM2 log: {mm2.log_file}")
 
 
 def test_mm2_internal_topics_decode_with_our_model(kafka_clusters, tmp_path, unique):
@@ -76,9 +60,13 @@ def test_mm2_internal_topics_decode_with_our_model(kafka_clusters, tmp_path, uni
         **single_node_settings(),
     }
     with MirrorMaker2(props, tmp_path / "mm2") as mm2:
-        _wait_for(lambda: f"primary.{topic}" in _topics(dr), 120, "the mirror topic on dr", mm2)
-        _wait_for(lambda: len(consume_all(dr, f"primary.{topic}", expected=200, timeout=5)) >= 200, 120,
-                  "200 mirrored records", mm2)
+        def mm2_log() -> str:
+            return f"MM2 {'running' if mm2.running() else 'exited'}; its log: {mm2.log_file}"
+
+        wait_until(lambda: f"primary.{topic}" in _topics(dr), 120, interval=1, what="the mirror topic on dr",
+                   alive=mm2.running, details=mm2_log)
+        wait_until(lambda: len(consume_all(dr, f"primary.{topic}", expected=200, timeout=5)) >= 200, 120, interval=1,
+                   what="200 mirrored records", alive=mm2.running, details=mm2_log)
 
         def checkpoints_for_group():
             if "primary.checkpoints.internal" not in _topics(dr):
@@ -88,17 +76,18 @@ def test_mm2_internal_topics_decode_with_our_model(kafka_clusters, tmp_path, uni
             mine = {(cp.topic, cp.partition): cp for cp in cps if cp.group == group}
             return recs if len(mine) == 2 else None
 
-        cp_records = _wait_for(checkpoints_for_group, 120, "checkpoints for both partitions", mm2)
-        hb_on_dr = _wait_for(
+        cp_records = wait_until(checkpoints_for_group, 120, interval=1, what="checkpoints for both partitions",
+                                alive=mm2.running, details=mm2_log)
+        hb_on_dr = wait_until(
             lambda: "primary.heartbeats" in _topics(dr) and consume_all(dr, "primary.heartbeats", timeout=5),
-            120, "primary.heartbeats on dr", mm2)
-        hb_on_primary = _wait_for(
+            120, interval=1, what="primary.heartbeats on dr", alive=mm2.running, details=mm2_log)
+        hb_on_primary = wait_until(
             lambda: "heartbeats" in _topics(primary) and consume_all(primary, "heartbeats", timeout=5),
-            60, "heartbeats on primary", mm2)
-        syncs = _wait_for(
+            60, interval=1, what="heartbeats on primary", alive=mm2.running, details=mm2_log)
+        syncs = wait_until(
             lambda: "mm2-offset-syncs.dr.internal" in _topics(primary)
             and consume_all(primary, "mm2-offset-syncs.dr.internal", timeout=5),
-            60, "offset syncs on primary", mm2)
+            60, interval=1, what="offset syncs on primary", alive=mm2.running, details=mm2_log)
         hb_dr_local = consume_all(dr, "heartbeats", timeout=5) if "heartbeats" in _topics(dr) else []
 
     # Every record decodes, and re-encoding gives MM2's bytes exactly.

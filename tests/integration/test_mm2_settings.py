@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, Conf
 
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -49,17 +50,6 @@ def _topic_config(admin: AdminClient, topic: str, name: str) -> ConfigEntry:
     return fut.result(30)[name]
 
 
-def _wait(predicate, timeout: float, what: str, rep: Replicator):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if not rep.running():
-            raise AssertionError(f"replicator exited while waiting for {what}:\n{rep.log()[-3000:]}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{rep.log()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def run(kafka_clusters, tmp_path_factory):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
@@ -74,10 +64,8 @@ def run(kafka_clusters, tmp_path_factory):
     try:
         topic = f"data-{u}"
         create_topic(primary, topic)
-        deadline = time.monotonic() + 30
-        while _topic_config(src_admin, topic, "retention.ms").value != RETENTION_MS:
-            assert time.monotonic() < deadline, "the cluster-wide default did not reach the topic's configs"
-            time.sleep(0.5)
+        wait_until(lambda: _topic_config(src_admin, topic, "retention.ms").value == RETENTION_MS, 30, interval=0.5,
+                   what="the cluster-wide default to reach the topic's configs")
         aborted = Producer({"bootstrap.servers": primary, "transactional.id": f"aborted-{u}"})
         aborted.init_transactions(30)
         aborted.begin_transaction()
@@ -107,8 +95,9 @@ def run(kafka_clusters, tmp_path_factory):
         rep = Replicator(config, work / "checkpoints", work / "replicator.log").start()
         try:
             mirror = f"{src}.{topic}"
-            _wait(lambda: mirror in dst_admin.list_topics(timeout=10).topics
-                  and len(consume_all(dr, mirror, RECORDS, timeout=5)) == RECORDS, 240, "the records on dr", rep)
+            rep.wait_until(lambda: mirror in dst_admin.list_topics(timeout=10).topics
+                           and len(consume_all(dr, mirror, RECORDS, timeout=5)) == RECORDS, 240,
+                           what="the records on dr")
             time.sleep(3)  # a topic refresh and a checkpoint round more
             yield {"primary": primary, "dr": dr, "src": src, "dst": dst, "mirror": mirror, "rep": rep,
                    "src_admin": src_admin, "dst_admin": dst_admin}

@@ -13,6 +13,8 @@ import pytest
 
 from devenv.kafka import free_port
 from tests.support.monitor import write_mm2_config
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 pytestmark = pytest.mark.kafka
 
@@ -26,16 +28,12 @@ def test_monitor_process_serves_and_stops_on_sigterm(kafka_clusters, tmp_path, u
                              "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-                    assert resp.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "monitor did not start serving"
-                time.sleep(0.2)
+        def output() -> str:  # all of it once the monitor exited (reading a live one's would block)
+            return "monitor still running" if proc.poll() is None else proc.stdout.read()
+
+        wait_until(lambda: fetch(f"http://127.0.0.1:{port}/healthz", timeout=2).status == 200, 30, interval=0.2,
+                   what="the monitor to serve /healthz", ignoring=OSError,  # not listening yet
+                   alive=lambda: proc.poll() is None, details=output)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=5) as resp:
             assert json.loads(resp.read())["flows"][0]["name"] == f"p{unique}->d{unique}"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:

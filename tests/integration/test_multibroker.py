@@ -45,6 +45,7 @@ from tests.support.kafka import NumberedProducer, consume_all
 from tests.support.multibroker import BrokerCluster, start_all, three_node_cluster
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -335,13 +336,11 @@ class MonitorWatch:
 
     def wait_ok(self, flows: list[str], timeout: float = 180) -> float:
         started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            if self.seen and self.seen[-1][0] > started and all(self.seen[-1][2].get(f) == "OK" for f in flows) \
-                    and all(self.seen[-1][1].values()):
-                return time.monotonic() - started
-            time.sleep(1)
-        raise AssertionError(f"the monitor did not show every cluster up and {flows} OK within {timeout} s: "
-                             f"{self.seen[-3:]}; why: {self.why}")
+        wait_until(lambda: self.seen and self.seen[-1][0] > started
+                   and all(self.seen[-1][2].get(f) == "OK" for f in flows) and all(self.seen[-1][1].values()),
+                   timeout, interval=1, what=f"the monitor to show every cluster up and {flows} OK",
+                   details=lambda: f"last seen: {self.seen[-3:]}; why: {self.why}")
+        return time.monotonic() - started
 
 
 #: librdkafka aborts a process when a group coordinator's connection drops under an Admin API
@@ -354,20 +353,10 @@ def keep_alive(rep: Replicator, what: str) -> None:
     assert rep.running(), f"replicator exited ({rep.proc.returncode}) while waiting for {what}:\n{rep.log()[-3000:]}"
 
 
-def wait_until(predicate, timeout: float, what: str, rep: Replicator):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        keep_alive(rep, what)
-        time.sleep(1)
-    raise AssertionError(f"no {what} within {timeout:.0f} s\n{rep.log()[-4000:]}")
-
-
 def caught_up(flows: list[Flow], rep: Replicator, timeout: float = 400) -> None:
     for f in flows:
         want = f.producer.sent
-        wait_until(lambda: f.on_target() >= want, timeout, f"catch-up of {f.mirror}", rep)
+        rep.wait_until(lambda: f.on_target() >= want, timeout, what=f"catch-up of {f.mirror}")
 
 
 def fault(name: str, action, cluster: BrokerCluster, node: int, flows: list[Flow], rep: Replicator,
@@ -450,7 +439,7 @@ def two_flows_through(plan, clusters, tmp_path, unique, artifacts_dir, name: str
         # the monitor starts while the replicator does (each takes tens of seconds on this machine)
         mon.start(timeout=90)
         for f in flows:
-            wait_until(lambda: f.on_target() > 300, 600, f"first records on {f.mirror}", rep)
+            rep.wait_until(lambda: f.on_target() > 300, 600, what=f"first records on {f.mirror}")
         watch.thread.start()
         watch.wait_ok(["primary->dr", "dr->primary"])
         faults = report["faults"]
@@ -542,7 +531,7 @@ def test_non_idempotent_writer_and_isr_below_min_insync(three_broker_clusters, t
     watch = MonitorWatch(mon)
     try:
         flow.start()
-        wait_until(lambda: flow.on_target() > 300, 600, f"first records on {flow.mirror}", rep)
+        rep.wait_until(lambda: flow.on_target() > 300, 600, what=f"first records on {flow.mirror}")
         mon.start(timeout=60)
         watch.thread.start()
         watch.wait_ok(["primary->dr"])
@@ -665,10 +654,8 @@ def test_group_requests_follow_a_group_coordinator_that_moved(three_broker_clust
         assert monitor_side.committed_offsets([group]) == {group: {(topic, 0): 10, (topic, 1): 10}}
         before = _group_coordinator(dr, group)
         moved = dr.move_leaders_away("__consumer_offsets", before)
-        deadline = time.monotonic() + 60
-        while (after := _group_coordinator(dr, group)) == before:
-            assert time.monotonic() < deadline, f"the coordinator of {group} stayed on broker {before}"
-            time.sleep(1)
+        after = wait_until(lambda: (now := _group_coordinator(dr, group)) != before and now, 60, interval=1,
+                           what=f"the coordinator of {group} to leave broker {before}")
         # Before the fix: NOT_COORDINATOR from both long-lived clients, for as long as one asked.
         took = commit(replicator_side, 20, within=30)
         assert group_offsets(replicator_side, "dr", group) == {(topic, 0): 20, (topic, 1): 20}

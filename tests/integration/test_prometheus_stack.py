@@ -39,6 +39,7 @@ from dashboards.generate import panel_expressions
 from devenv.kafka import free_port
 from sparkmirror import metrics as m
 from tests.support.prometheus import AlertmanagerServer, PrometheusServer, WebhookReceiver
+from tests.support.waiting import wait_until
 
 HEALTHY, BROKEN = "primary->dr", "broken->dr"
 PAGE = "SparkmirrorHeartbeatsStopped"
@@ -238,12 +239,15 @@ def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
         if not result:
             empty.append(f"{rule.name}: {rule.expr}")
     assert not empty, "alert expressions without data although the condition is induced:\n" + "\n".join(empty)
-    deadline = time.monotonic() + 10
-    while True:  # the rule manager evaluates on its own clock: wait until each rule has been
-        loaded = {r["name"]: r for r in stack.prometheus.rules()}
-        if all(r["state"] != "inactive" for r in loaded.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    loaded: dict[str, dict] = {}
+
+    def evaluated() -> bool:  # the rule manager evaluates on its own clock: wait until each rule has been
+        loaded.clear()
+        loaded.update((r["name"], r) for r in stack.prometheus.rules())
+        return all(r["state"] != "inactive" for r in loaded.values())
+
+    wait_until(evaluated, 10, interval=0.5, what="every alert rule evaluated with its condition induced",
+               details=lambda: f"states: { {name: r['state'] for name, r in loaded.items()} }")
     assert set(loaded) == {r.name for r in RULES}
     for name, rule in loaded.items():
         assert rule["health"] == "ok", f"{name}: {rule.get('lastError')}"
@@ -296,15 +300,16 @@ def test_an_unreachable_cluster_pages_once_and_inhibits_the_alerts_of_its_flows(
     (labels source/target from sparkmirror_flow_info) is suppressed by the cluster's alert and never
     notified; the data-loss alerts are not (the gap is real); the healthy flow is untouched."""
     flow_alerts = INHIBITED
-    deadline = time.monotonic() + 60
-    while True:
+    def sent():
         alerts = stack.alertmanager.alerts()
         broken = {a["labels"]["alertname"]: a for a in alerts if a["labels"].get("flow") == BROKEN}
         cluster = [a for a in alerts if a["labels"]["alertname"] == CLUSTER_ALERT
                    and a["labels"]["cluster"] == "broken"]
-        if cluster and flow_alerts <= set(broken) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+        return (alerts, broken, cluster) if cluster and flow_alerts <= set(broken) else None
+
+    alerts, broken, cluster = wait_until(
+        sent, 60, interval=0.5, what=f"{CLUSTER_ALERT} for cluster broken and {sorted(flow_alerts)} of its flow",
+        details=lambda: f"alerts at Alertmanager: {stack.alertmanager.alerts()}")
     assert cluster and cluster[0]["status"]["state"] == "active", alerts
     assert flow_alerts <= set(broken), f"not sent by Prometheus: {flow_alerts - set(broken)}"
     for name in flow_alerts:

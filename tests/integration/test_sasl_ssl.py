@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,9 +26,12 @@ from confluent_kafka import Consumer, TopicPartition
 
 from devenv.security import random_password
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
+from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 pytestmark = pytest.mark.kafka
 
@@ -89,19 +89,6 @@ def leaks(text: str, secrets: dict[str, str]) -> list[str]:
 
 #: shorter secrets (a key's short last line) are not looked for: they would match by chance
 MIN_SECRET = 24
-
-
-def fetch(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.read().decode("utf-8", "replace")
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
-                          timeout=120)
 
 
 def files_under(directory: Path) -> dict[str, str]:
@@ -203,7 +190,7 @@ def test_replicate_and_monitor_over_sasl_ssl_show_no_secret(sasl_ssl_clusters, c
         assert flow["heartbeat"]["latency"]["count"] > 0
 
         for path in ("/metrics", "/api/status", "/api/status?detail=partitions", "/healthz", "/", "/?fragment=1"):
-            outputs[f"monitor GET {path}"] = fetch(monitor.url + path)
+            outputs[f"monitor GET {path}"] = fetch(monitor.url + path).text
         outputs["replicator GET /metrics"] = replicator.metrics_text()
         assert 'flow="primary->dr"' in outputs["replicator GET /metrics"]
         assert replicator.terminate() == 0
@@ -223,25 +210,22 @@ def test_replicate_and_monitor_over_sasl_ssl_show_no_secret(sasl_ssl_clusters, c
 
 
 def wait_for_topic(cluster, topic: str, timeout: float, replicator: Replicator) -> None:
-    deadline = time.monotonic() + timeout
-    while not topic_exists(cluster, topic):
-        assert replicator.running(), replicator.log()[-3000:]
-        assert time.monotonic() < deadline, f"no {topic} on {cluster.name} after {timeout}s:\n{replicator.log()[-3000:]}"
-        time.sleep(1)
+    replicator.wait_until(lambda: topic_exists(cluster, topic), timeout, what=f"{topic} on {cluster.name}")
 
 
 def wait_for(cluster, topic: str, record_type, done, timeout: float) -> list:
     """The decoded records of an internal topic, read as user ``mirror`` until ``done(records)``."""
-    deadline = time.monotonic() + timeout
     records: list = []
-    while time.monotonic() < deadline:
-        if topic_exists(cluster, topic):
-            records = [record_type.decode(m.key(), m.value()) for m in
-                       consume_all(cluster.bootstrap, topic, timeout=30, **cluster.client_config("mirror"))]
-            if done(records):
-                return records
-        time.sleep(1)
-    raise AssertionError(f"{topic} on {cluster.name}: not there within {timeout}s: {records[-10:]}")
+
+    def read():
+        if not topic_exists(cluster, topic):
+            return None
+        records[:] = [record_type.decode(m.key(), m.value()) for m in
+                      consume_all(cluster.bootstrap, topic, timeout=30, **cluster.client_config("mirror"))]
+        return done(records) and list(records)
+
+    return wait_until(read, timeout, interval=1, what=f"the records wanted on {topic} on {cluster.name}",
+                      details=lambda: f"last records read: {records[-10:]}")
 
 
 def topic_exists(cluster, topic: str) -> bool:
@@ -260,9 +244,8 @@ def test_wrong_password_is_a_clear_error_naming_the_cluster_and_showing_no_secre
     secrets = {**secrets_of(clusters, client_key), "the wrong password": wrong}
     create_topic(clusters.primary.bootstrap, "wrongpw", 1, **clusters.primary.client_config("mirror"))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", "replicate", str(config), "--checkpoint-dir",
-                           str(tmp_path / "ck")], capture_output=True, text=True, timeout=240,
-                          env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
+    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), timeout=240,
+                   env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
     took = time.monotonic() - started
     out = done.stdout + done.stderr
     print(f"wrong password: exit {done.returncode} after {took:.1f}s: {out.strip().splitlines()[-1:]}")

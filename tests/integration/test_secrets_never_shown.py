@@ -18,13 +18,15 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
 from devenv.kafka import free_port
+from tests.support.cli import run_cli
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 pytestmark = pytest.mark.kafka
 
@@ -108,21 +110,6 @@ def broken_variants(config: Path, secret: dict[str, str]) -> list[Path]:
     return out
 
 
-def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
-def fetch(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.read().decode("utf-8", "replace")
-    except OSError:  # not listening yet
-        return ""
-
-
 def leaks(text: str, secret: dict[str, str]) -> list[str]:
     found = []
     for name, marker in secret.items():
@@ -159,16 +146,14 @@ def test_no_secret_in_any_output(kafka_clusters, tmp_path):
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while "cluster" not in fetch(base + "/api/status"):
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            assert time.monotonic() < deadline, "monitor did not start serving"
-            time.sleep(0.3)
+        wait_until(lambda: "cluster" in fetch(base + "/api/status").text, 60, interval=0.3,
+                   what="the monitor to serve /api/status", ignoring=OSError,  # not listening yet
+                   alive=lambda: proc.poll() is None, details=lambda: log_path.read_text()[-3000:])
         # let the logins fail a few times, so every error path has produced its messages
         time.sleep(6)
         for path in ("/metrics", "/api/status", "/api/status?detail=partitions", "/healthz", "/",
                      "/?fragment=1", "/api/history"):
-            outputs[f"GET {path}"] = fetch(base + path)
+            outputs[f"GET {path}"] = fetch(base + path).text
         assert '"up": false' in outputs["GET /api/status"].replace('"up":false', '"up": false')
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

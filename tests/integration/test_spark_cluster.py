@@ -174,15 +174,15 @@ def test_the_driver_killed_and_restarted_on_the_same_checkpoint_loses_nothing(pr
     assert 0 < at_kill < records, f"{at_kill} records on the target at the kill: not mid catch-up"
     spark_cluster.wait_for_workers(2, 60)
     second = Replicator(config, tmp_path / "ckpt", tmp_path / "second.log", args).start()
+    ids: list[int] = []
+
+    def all_copied() -> bool:
+        ids[:] = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
+        return len(set(ids)) >= records
+
     try:
-        deadline = time.monotonic() + 240
-        ids: list[int] = []
-        while time.monotonic() < deadline:
-            ids = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
-            if len(set(ids)) >= records:
-                break
-            assert second.running(), second.log()[-3000:]
-            time.sleep(2)
+        second.wait_until(all_copied, 240, interval=2, what=f"all {records} records on the target after the restart",
+                          details=lambda: f"{records - len(set(ids))} records missing")
     finally:
         second.terminate()
     assert set(ids) == set(range(records)), f"{records - len(set(ids))} records lost across the driver kill"

@@ -8,6 +8,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.waiting import wait_until
+
 
 def admin(bootstrap: str, **conf) -> AdminClient:
     """``conf``: extra settings, e.g. ``**cluster.client_config()`` for a SASL_SSL test cluster."""
@@ -28,14 +30,12 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
 
 
 def wait_for_topic(client: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def served() -> bool:
         meta = client.list_topics(name, timeout=10).topics.get(name)
-        if (meta is not None and meta.error is None and len(meta.partitions) == partitions
-                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())):
-            return
-        assert time.monotonic() < deadline, f"topic {name} has no leader for all {partitions} partitions after {timeout:.0f} s"
-        time.sleep(0.1)
+        return (meta is not None and meta.error is None and len(meta.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values()))
+
+    wait_until(served, timeout, interval=0.1, what=f"topic {name} with a leader for all {partitions} partitions")
 
 
 def produce(bootstrap: str, topic: str, records, **conf) -> None:

@@ -16,7 +16,6 @@ import asyncio
 import json
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -28,6 +27,8 @@ from sparkmirror.configfile import load_config
 from sparkmirror.model.filters import GroupFilter, TopicFilter
 from sparkmirror.model.records import Heartbeat, OffsetSync
 from tests.support.kafka import create_topic
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 
 def write_mm2_config(path: Path, clusters: dict[str, str], flows: list[tuple[str, str]],
@@ -57,12 +58,10 @@ class RunningMonitor:
         self.url = f"http://127.0.0.1:{self.service.port}"
 
     def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes, float]:
+        """(status, body, seconds the answer took)."""
         started = time.monotonic()
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:
-                return resp.status, resp.read(), time.monotonic() - started
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(), time.monotonic() - started
+        resp = fetch(self.url + path, timeout=timeout)
+        return resp.status, resp.body, time.monotonic() - started
 
     def status(self, detail: str = "partitions") -> dict:
         code, body, _ = self.get(f"/api/status?detail={detail}")
@@ -78,16 +77,18 @@ class RunningMonitor:
         return parse_metrics(body)
 
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.2):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = self.status()
-            value = predicate(last)
-            if value:
-                return value
-            time.sleep(interval)
-        raise AssertionError(f"timed out waiting for {what}; {status_digest(last)}\n"
-                             f"last status: {json.dumps(last, indent=1)[:4000]}")
+        """Poll /api/status until ``predicate(status)`` is truthy; return its value or fail naming ``what``."""
+        last: list[dict] = []
+
+        def holds():
+            last[:] = [self.status()]
+            return predicate(last[0])
+
+        def details() -> str:
+            status = last[0] if last else None
+            return f"{status_digest(status)}\nlast status: {json.dumps(status, indent=1)[:4000]}"
+
+        return wait_until(holds, timeout, interval=interval, what=what, details=details)
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.service.stop(), self.loop).result(60)
@@ -228,16 +229,10 @@ def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
                  KafkaError.COORDINATOR_NOT_AVAILABLE}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                                asynchronous=False)
-                return
-            except KafkaException as exc:
-                if exc.args[0].code() not in retriable or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        wait_until(lambda: consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                                           asynchronous=False) or True, 60, interval=0.5,
+                   what=f"group {group}'s commit on {bootstrap}",
+                   ignoring=lambda exc: isinstance(exc, KafkaException) and exc.args[0].code() in retriable)
     finally:
         consumer.close()
 

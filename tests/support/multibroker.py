@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from devenv.kafka import KafkaCluster, free_port
 from sparkmirror import artifacts
 from tests.support.kafka import wait_for_topic
+from tests.support.waiting import wait_until
 
 NODES = 3
 HEAP = "256m"
@@ -105,17 +106,16 @@ class BrokerCluster:
     def wait_in_sync(self, topics: list[str], timeout: float = 300.0) -> float:
         """Wait until every partition of ``topics`` has all three replicas in sync; returns seconds."""
         started = time.monotonic()
-        deadline = started + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = {(t, p.id): len(p.isrs) for t in topics for p in self.partitions(t).values()}
-                if all(n == NODES for n in last.values()):
-                    return time.monotonic() - started
-            except Exception as exc:  # a broker restarting: ask again
-                last = exc
-            time.sleep(1)
-        raise AssertionError(f"cluster {self.name}: replicas not back in sync within {timeout:.0f} s: {last}")
+        isrs: list[dict] = [{}]
+
+        def in_sync() -> bool:
+            isrs[0] = {(t, p.id): len(p.isrs) for t in topics for p in self.partitions(t).values()}
+            return all(n == NODES for n in isrs[0].values())
+
+        wait_until(in_sync, timeout, interval=1, what=f"cluster {self.name}: every replica of {topics} back in sync",
+                   ignoring=Exception,  # a broker restarting: ask again
+                   details=lambda: f"in-sync replicas last seen: {isrs[0]}")
+        return time.monotonic() - started
 
     def reassign(self, topic: str, assignment: dict[int, list[int]], timeout: float = 180.0) -> None:
         """Move replicas with Kafka's own kafka-reassign-partitions tool and wait until it is done."""
@@ -124,14 +124,14 @@ class BrokerCluster:
         path = self.nodes[0].data_dir.parent / f"reassign-{uuid.uuid4().hex[:6]}.json"
         path.write_text(json.dumps(plan))
         self._tool("--execute", "--reassignment-json-file", str(path))
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self._tool("--verify", "--reassignment-json-file", str(path))
-            if "is still in progress" not in out:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"reassignment of {topic} on {self.name} not finished:\n{out}")
-            time.sleep(2)
+        out = [""]
+
+        def finished() -> bool:
+            out[0] = self._tool("--verify", "--reassignment-json-file", str(path))
+            return "is still in progress" not in out[0]
+
+        wait_until(finished, timeout, interval=2, what=f"the reassignment of {topic} on {self.name} to finish",
+                   details=lambda: out[0])
 
     def move_leaders_away(self, topic: str, node_id: int) -> list[int]:
         """Every partition of ``topic`` led by ``node_id`` gets another of its replicas as preferred

@@ -42,6 +42,8 @@ import pytest
 import yaml
 
 from devenv.kafka import free_port
+from tests.support.waiting import wait_until
+from tests.support.web import fetch
 
 INSTALL_HINT = "install it with scripts/install-system-deps.sh (Debian packages prometheus, prometheus-alertmanager)"
 
@@ -98,19 +100,24 @@ class _Process:
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self._proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.url + self.ready_path, timeout=1, context=self.ssl_context) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"{self.name} not ready at {self.url} after {timeout}s:\n{self.log_tail()}")
+        proc = self._proc
+
+        def ready() -> bool:
+            with urllib.request.urlopen(self.url + self.ready_path, timeout=1, context=self.ssl_context) as resp:
+                return resp.status == 200
+
+        def details() -> str:
+            code = proc.poll()
+            return f"{self.name}: {'running' if code is None else f'exited with {code}'}; log:\n{self.log_tail()}"
+
+        try:
+            wait_until(ready, timeout, interval=0.1, what=f"{self.name} ready at {self.url}{self.ready_path}",
+                       ignoring=(urllib.error.URLError, ConnectionError, TimeoutError),
+                       alive=lambda: proc.poll() is None, details=details)
+        except AssertionError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -187,22 +194,22 @@ class MonitorProcess(_Process):
         return json.loads(self.get("/api/status"))
 
     def wait_for(self, predicate: Callable[[dict], object], timeout: float, what: str):
-        """Poll /api/status until ``predicate(status)`` is truthy; return its value or fail naming ``what``."""
-        deadline = time.monotonic() + timeout
-        status: dict = {}
-        while time.monotonic() < deadline:
-            if not self.running:
+        """Poll /api/status until ``predicate(status)`` is truthy; return its value or fail naming ``what``.
+        A predicate that finds a key, an item or a flow missing (KeyError, IndexError, TypeError,
+        StopIteration) means "not there yet"."""
+        last: list[dict] = []
+
+        def holds():
+            if not self.running:  # before asking: a monitor that exited answers no request
                 raise AssertionError(f"monitor exited while waiting for {what}:\n{self.log_tail()}")
-            status = self.status()
-            try:
-                found = predicate(status)
-            except (KeyError, IndexError, TypeError, StopIteration):  # not there yet
-                found = None
-            if found:
-                return found
-            time.sleep(0.5)
-        raise AssertionError(f"monitor: no {what} within {timeout}s; last status:\n"
-                             f"{json.dumps(status, indent=1)[:4000]}\nlog:\n{self.log_tail()}")
+            last[:] = [self.status()]
+            return predicate(last[0])
+
+        def details() -> str:
+            return f"last status:\n{json.dumps(last[0] if last else {}, indent=1)[:4000]}\nlog:\n{self.log_tail()}"
+
+        return wait_until(holds, timeout, interval=0.5, what=what, details=details,
+                          ignoring=(KeyError, IndexError, TypeError, StopIteration))
 
 
 class AlertmanagerServer(_Process):
@@ -279,11 +286,8 @@ class PrometheusServer(_Process):
     def api(self, path: str, **params) -> dict:
         """GET /api/v1/<path>; returns ``data`` or raises PromQLError with Prometheus' error."""
         query = urllib.parse.urlencode(params, doseq=True)
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as resp:
-                body = json.loads(resp.read())
-        except urllib.error.HTTPError as exc:  # 400/422 carry Prometheus' JSON error
-            body = json.loads(exc.read() or b"{}")
+        resp = fetch(f"{self.url}/api/v1/{path}?{query}")
+        body = json.loads(resp.body or b"{}")  # 400/422 carry Prometheus' JSON error
         if body.get("status") != "success":
             raise PromQLError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
         return body["data"]

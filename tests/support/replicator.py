@@ -6,8 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.waiting import wait_until
 
 
 def write_config(path: Path, primary: str, dr: str, extra: dict[str, str] | None = None,
@@ -74,14 +75,18 @@ class Replicator:
         return self.log_file.read_text(errors="replace")
 
     def wait_for_log(self, text: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log():
-                return
-            if not self.running():
-                raise AssertionError(f"replicator exited ({self.proc.returncode}) before logging {text!r}:\n{self.log()[-3000:]}")
-            time.sleep(0.5)
-        raise AssertionError(f"replicator did not log {text!r} within {timeout}s:\n{self.log()[-3000:]}")
+        self.wait_until(lambda: text in self.log(), timeout, interval=0.5, what=f"the replicator to log {text!r}")
+
+    def wait_until(self, condition, timeout: float, *, what: str, interval: float = 1.0, ignoring=(), details=None):
+        """``wait_until`` (tests/support/waiting.py) while this replicator runs: its exit ends the
+        wait at once, and a failed wait shows ``details()``, its exit code and its log's tail."""
+        return wait_until(condition, timeout, interval=interval, what=what, ignoring=ignoring, alive=self.running,
+                          details=lambda: (f"{details()}\n" if details else "") + self.state())
+
+    def state(self, tail: int = 4000) -> str:
+        """Running or its exit code, and the last ``tail`` characters of its log (for a failure message)."""
+        code = self.proc.poll() if self.proc is not None else "not started"
+        return f"replicator: {'running' if code is None else f'exited ({code})'}; log:\n{self.log()[-tail:]}"
 
     def terminate(self, timeout: float = 90, group: bool = False, signum: int = signal.SIGTERM) -> int:
         """SIGTERM, as an operator would; returns the exit code. ``group``: to the whole process

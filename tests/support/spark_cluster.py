@@ -13,11 +13,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 from devenv.kafka import free_port
+from tests.support.waiting import wait_until
 
 
 def spark_home() -> Path:
@@ -82,14 +82,13 @@ class SparkStandalone:
             return 0
 
     def wait_for_workers(self, count: int, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.alive_workers() < count:
-            if time.monotonic() > deadline:
-                logs = "\n".join((self.root / f"{n}.log").read_text(errors="replace")[-1500:]
-                                 for n in ["master", *(f"worker{i}" for i in range(len(self.workers)))]
-                                 if (self.root / f"{n}.log").exists())
-                raise RuntimeError(f"Spark standalone: fewer than {count} workers alive after {timeout:.0f} s\n{logs}")
-            time.sleep(0.5)
+        def logs() -> str:
+            return "\n".join((self.root / f"{n}.log").read_text(errors="replace")[-1500:]
+                             for n in ["master", *(f"worker{i}" for i in range(len(self.workers)))]
+                             if (self.root / f"{n}.log").exists())
+
+        wait_until(lambda: self.alive_workers() >= count, timeout, interval=0.5,
+                   what=f"Spark standalone: {count} workers alive", details=logs)
 
     def tasks_per_worker(self) -> list[int]:
         """Tasks each Worker's executors ran for the newest application, from the executors' own
