@@ -1,38 +1,40 @@
 """ReplicatorService: the coordinator of a ``sparkmirror replicate`` run.
 
-One service per mm2.properties; it is the only place that knows in which order
-the parts of the replicator start and stop. ``run()`` starts, in this order:
+One service per mm2.properties; it is the only place that knows in which order the parts
+of the replicator start and stop. ``run()`` starts these components
+(``sparkmirror.lifecycle``), in this order:
 
-1. the start-up warnings (what ``sparkmirror validate`` would warn about, and
+1. ``_StartUp``: the start-up warnings (what ``sparkmirror validate`` would warn about, and
    where this run differs from MM2) and the SIGTERM / SIGINT handlers;
-2. the replicator's /metrics (``replicator.metrics``, ``--metrics-listen``);
-3. the heartbeats topic of every pair that emits heartbeats (one attempt each:
-   the flows' first topic discovery then already sees them; a failure is retried
-   by the heartbeats loop of step 6);
-4. per enabled flow: its FlowReplicator, its offset-syncs topic, and a first
-   topic refresh (mirror topics exist before any of their records is read);
-5. the Spark session, with each flow's data path chosen
-   (``replicator.datapath.app``);
-6. the heartbeats loops (``replicator.control.heartbeats``);
-7. per flow: its streaming query, then its topic-refresh loop, its catch-up
-   progress loop (``replicator.datapath.catchup``) and its control loops
-   (checkpoints, group offset sync, topic config and ACL sync:
-   ``replicator.control.plane``).
+2. ``_MetricsEndpoint``: the replicator's /metrics (``replicator.metrics``, ``--metrics-listen``);
+3. ``_HeartbeatTopics``: the heartbeats topic of every pair that emits heartbeats (one attempt
+   each: the flows' first topic discovery then already sees them; a failure is retried by the
+   heartbeats loops of step 6);
+4. ``_Flows``: per enabled flow its FlowReplicator, its offset-syncs topic, and a first topic
+   refresh (mirror topics exist before any of their records is read);
+5. ``_Spark``: the Spark session, with each flow's data path chosen (``replicator.datapath.app``);
+   its stop logs one summary line per flow, then stops Spark;
+6. ``_Loops`` (heartbeats): the heartbeats loops (``replicator.control.heartbeats``);
+7. per flow a ``_FlowRun``: its streaming query, then its topic-refresh loop, its catch-up
+   progress loop (``replicator.datapath.catchup``) and its control loops (checkpoints, group
+   offset sync, topic config and ACL sync: ``replicator.control.plane``);
+8. ``_QueriesClosed``: nothing at start; at stop, it ends every query for good first.
 
-Every loop of steps 6 and 7 runs on a daemon thread of the driver in
-``replicator.control.loop.run_loop``, the one retry policy: a loop that cannot
-start yet is tried again, a failed round is logged and the next one runs. The
-main thread then supervises the queries every half second until the signal.
+A component that fails to start stops the ones started before it, in reverse order, and
+the error reaches the command. Every loop of steps 6 and 7 runs on a daemon thread of the
+driver in ``replicator.control.loop.run_loop``, the one retry policy: a loop that cannot
+start yet is tried again, a failed round is logged and the next one runs. The main thread
+then supervises the queries every half second until the signal; a permanent write error
+raised there stops the run.
 
-On SIGTERM / Ctrl-C it stops, in this order: the queries (no new batch is
-planned; the running one finishes within 10 s or is abandoned and replayed from
-the checkpoint on restart: duplicates, never loss; a real-time query stops at once and
-resumes exactly where the target acknowledged, or on a cluster, where the driver cannot
-read that, waits up to its checkpoint interval plus 2 s for a checkpoint), then every loop, which
-flushes its producers on the way out (heartbeats, checkpoints), then one summary
-line per flow, then Spark; the exit code is 0. The queries stop first, before
-the loops started after them, so that no topic refresh or supervision round
-can start a query again while the rest stops.
+On SIGTERM / Ctrl-C the components stop in reverse order: the queries first (no new batch
+is planned; the running one finishes within 10 s or is abandoned and replayed from the
+checkpoint on restart: duplicates, never loss; a real-time query stops at once and resumes
+exactly where the target acknowledged, or on a cluster, where the driver cannot read that,
+waits up to its checkpoint interval plus 2 s for a checkpoint), so that no topic refresh or
+supervision round can start a query again while the rest stops; then every loop, which
+flushes its producers on the way out (heartbeats, checkpoints); then the summary lines and
+Spark; the exit code is 0.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from functools import partial
 from pathlib import Path
 
 from sparkmirror import logsetup
+from sparkmirror.lifecycle import Components
 from replicator.control.heartbeats import HeartbeatEmitter
 from replicator.control.loop import run_loop
 from replicator.control.offsetsyncs_reader import spark_starting_offsets
@@ -76,46 +79,41 @@ class ReplicatorService:
         self.checkpoint_dir = Path(checkpoint_dir)
         self.settings = settings or ReplicatorSettings()
         self.metrics_listen = metrics_listen
-        self.stop_event = threading.Event()
+        self.stop_event = threading.Event()  # set by SIGTERM / SIGINT: the run ends
+        self.loops_stop = threading.Event()  # set once the queries are closed: every loop ends
         self.flows: list[FlowReplicator] = []
         self.app = SparkApp(self.flows, self.settings, master=master, ui=ui, spark_conf=spark_conf)
-        self.threads: list[threading.Thread] = []
 
-    # --- start ------------------------------------------------------------------------
     def run(self) -> int:
         """Start, supervise until SIGTERM / SIGINT, stop; 0 on a clean stop."""
         enabled = self.config.enabled_flows()
         if not enabled:
             raise ConfigError("no flow is enabled", file=self.config.path,
                               hint="add a line like 'A->B.enabled = true'")
-        self._log_start_up_warnings()
-        self._install_signal_handlers()
-        from replicator.metrics import metrics
-
-        metrics().serve(self.metrics_listen)
+        components = self.components(enabled)
+        components.start()
         try:
-            emitters = self._prepare_heartbeats()
-            for f in enabled:
-                self.flows.append(self._prepare_flow(f))
-            self.app.start()
-            for em in emitters:
-                self._spawn(f"heartbeats {em.flow.source}->{em.flow.target}", em.run, self.stop_event)
-            for fr in self.flows:
-                self._start_flow(fr)
             while not self.stop_event.wait(SUPERVISE_EVERY_S):
                 self.app.supervise()
             return 0
         finally:
-            self._stop()
+            components.stop()
 
-    def _log_start_up_warnings(self) -> None:
-        """What `sparkmirror validate` would warn about, and where this run deliberately differs from MM2."""
-        from sparkmirror.model.differences import mm2_differences
-
-        for warning in self.config.warnings:
-            log.warning("%s", warning)
-        for difference in mm2_differences(self.config):
-            log.warning("differs from MM2: %s", difference)
+    def components(self, enabled) -> Components:
+        """What a run starts, in start order (the module docstring's list)."""
+        components = Components(timeout=LOOP_JOIN_S, logger=log)
+        components.add(_StartUp(self))
+        components.add(_MetricsEndpoint(self.metrics_listen))
+        topics = components.add(_HeartbeatTopics(self.config))
+        components.add(_Flows(self, enabled))
+        components.add(_Spark(self.app, self.flows))
+        components.add(_Loops(self.loops_stop, [(f"heartbeats {em.flow.source}->{em.flow.target}",
+                                                 f"{em.flow.source}->{em.flow.target}", em.run)
+                                                for em in topics.emitters]), name="heartbeats")
+        for flow in enabled:
+            components.add(_FlowRun(self, flow.name), name=f"flow {flow.name}")
+        components.add(_QueriesClosed(self.app, self.loops_stop))
+        return components
 
     def _stop_grace(self) -> float:
         """The longest a clean stop lets the running batch finish (any flow may run in real time
@@ -134,47 +132,15 @@ class ReplicatorService:
 
         StopSignals(self.stop_event, report).install()
 
-    def _prepare_heartbeats(self) -> list[HeartbeatEmitter]:
-        """Heartbeats topics first, so the flows' first topic discovery already sees them."""
-        emitters = [HeartbeatEmitter(self.config, f) for f in self.config.flows if f.emit_heartbeats_enabled]
-        for em in emitters:
-            try:
-                em.prepare()
-            except SparkmirrorError as exc:
-                log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
-        return emitters
-
     def _prepare_flow(self, flow) -> FlowReplicator:
         source_admin, target_admin = admin(self.config, flow.source, flow), admin(self.config, flow.target, flow)
         fr = FlowReplicator(self.config, flow, None, self.checkpoint_dir, self.settings,
                             source_admin=source_admin, target_admin=target_admin,
                             topics=TopicSync(flow, source_admin, target_admin),
                             starting_offsets=partial(spark_starting_offsets, self.config, flow))
-        self._ensure_offset_syncs_topic(fr)
+        _ensure_offset_syncs_topic(fr)
         fr.refresh_topics()
         return fr
-
-    @staticmethod
-    def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
-        syncs = fr.offset_syncs
-        if not syncs.enabled:
-            log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
-                     "written", fr.name, syncs.topic, syncs.cluster)
-            return
-        adm = fr.source_admin if syncs.cluster == fr.flow.source else fr.target_admin
-        ensure_internal_topic(adm, syncs.cluster, syncs.topic, fr.flow.offset_syncs_topic_replication_factor)
-
-    def _start_flow(self, fr: FlowReplicator) -> None:
-        fr.start_query()
-        if fr.flow.refresh_topics_enabled:
-            interval = float(fr.flow.refresh_topics_interval_seconds)
-            self._spawn(f"refresh {fr.name}", run_loop, f"topic refresh {fr.name}", interval,
-                        partial(self._refresh_topics, fr, interval), self.stop_event, wait_first=True)
-        report = catchup.CatchUpReport(fr)
-        self._spawn(f"progress {fr.name}", run_loop, f"progress {fr.name}", PROGRESS_EVERY_S, report.step,
-                    self.stop_event, wait_first=True)
-        start_control_loops(self.config, fr.flow, fr.source_admin, fr.target_admin, lambda: dict(fr.assignment),
-                            self.stop_event, self._spawn)
 
     def _refresh_topics(self, fr: FlowReplicator, interval: float) -> None:
         """One topic refresh: new or grown topics are mirrored, then the query restarts on them."""
@@ -187,11 +153,120 @@ class ReplicatorService:
         except Exception as exc:  # keep refreshing; the next round may succeed
             log.error("flow %s: topic refresh failed: %r", fr.name, exc)
 
-    def _spawn(self, name: str, target, *args, **kwargs) -> None:
-        """Run ``target`` on a daemon thread named ``"<role> <flow>"`` (e.g. ``refresh A->B``);
-        every line it logs carries that flow (``--log-format json``'s ``flow`` field)."""
-        flow = name.split(" ", 1)[1] if " " in name and "->" in name else None
 
+def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
+    syncs = fr.offset_syncs
+    if not syncs.enabled:
+        log.info("flow %s: emit.offset-syncs.enabled = false: no offset-syncs topic (%s on %s) is created or "
+                 "written", fr.name, syncs.topic, syncs.cluster)
+        return
+    adm = fr.source_admin if syncs.cluster == fr.flow.source else fr.target_admin
+    ensure_internal_topic(adm, syncs.cluster, syncs.topic, fr.flow.offset_syncs_topic_replication_factor)
+
+
+# --- the components, in start order -----------------------------------------------------
+
+class _StartUp:
+    """The start-up warnings, and the stop signals that set the service's stop event."""
+
+    def __init__(self, service: ReplicatorService) -> None:
+        self.service = service
+
+    def start(self) -> None:
+        from sparkmirror.model.differences import mm2_differences
+
+        for warning in self.service.config.warnings:
+            log.warning("%s", warning)
+        for difference in mm2_differences(self.service.config):
+            log.warning("differs from MM2: %s", difference)
+        self.service._install_signal_handlers()
+
+    def stop(self, timeout: float) -> None:
+        """The handlers stay: a second signal during the stop is reported, not a traceback."""
+
+
+class _MetricsEndpoint:
+    """The replicator's /metrics; it serves until the process ends, so a last scrape sees the stop."""
+
+    def __init__(self, listen: tuple[str, int] | None) -> None:
+        self.listen = listen
+
+    def start(self) -> None:
+        from replicator.metrics import metrics
+
+        metrics().serve(self.listen)
+
+    def stop(self, timeout: float) -> None:
+        pass
+
+
+class _HeartbeatTopics:
+    """The heartbeats topics, before the flows' first topic discovery; a failure is only logged
+    (the heartbeats loops try again)."""
+
+    def __init__(self, config) -> None:
+        self.emitters = [HeartbeatEmitter(config, f) for f in config.flows if f.emit_heartbeats_enabled]
+
+    def start(self) -> None:
+        for em in self.emitters:
+            try:
+                em.prepare()
+            except SparkmirrorError as exc:
+                log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
+
+    def stop(self, timeout: float) -> None:
+        pass
+
+
+class _Flows:
+    """Each enabled flow's FlowReplicator, offset-syncs topic and first topic refresh."""
+
+    def __init__(self, service: ReplicatorService, enabled) -> None:
+        self.service, self.enabled = service, enabled
+
+    def start(self) -> None:
+        for flow in self.enabled:
+            self.service.flows.append(self.service._prepare_flow(flow))
+
+    def stop(self, timeout: float) -> None:
+        pass
+
+
+class _Spark:
+    """The Spark session with each flow's data path chosen; its stop says how each flow did."""
+
+    def __init__(self, app: SparkApp, flows: list[FlowReplicator]) -> None:
+        self.app, self.flows = app, flows
+
+    def start(self) -> None:
+        try:
+            self.app.start()
+        except BaseException:
+            self.app.stop()  # a session half started is stopped here: nothing else will
+            raise
+
+    def stop(self, timeout: float) -> None:
+        for fr in self.flows:
+            log.info("summary: %s", fr.summary())
+        self.app.stop()
+
+
+class _Loops:
+    """Driver threads, each running ``target(stop_event)`` (a ``run_loop``). Every line a thread
+    logs carries its flow (``--log-format json``'s ``flow`` field). ``stop_event`` is shared by
+    every loop of the run, so that all of them wind down at once (their producers flush in
+    parallel); the stop sets it and waits for this component's threads."""
+
+    def __init__(self, stop_event: threading.Event, loops: list[tuple[str, str | None, object]]) -> None:
+        self.stop_event = stop_event
+        self.loops = loops  # (thread name, flow, target)
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name, flow, target in self.loops:
+            self.spawn(name, target, self.stop_event, flow=flow)
+
+    def spawn(self, name: str, target, *args, flow: str | None = None, **kwargs) -> None:
         def run():
             logsetup.set_thread_context(flow=flow)
             target(*args, **kwargs)
@@ -200,12 +275,52 @@ class ReplicatorService:
         t.start()
         self.threads.append(t)
 
-    # --- stop -------------------------------------------------------------------------
-    def _stop(self) -> None:
-        self.app.close()  # first: nothing that stops after this can start a query again
+    def stop(self, timeout: float) -> None:
         self.stop_event.set()
         for t in self.threads:
-            t.join(LOOP_JOIN_S)
-        for fr in self.flows:
-            log.info("summary: %s", fr.summary())
-        self.app.stop()
+            t.join(timeout)
+
+
+class _FlowRun(_Loops):
+    """One flow's query, then its topic-refresh, catch-up progress and control loops."""
+
+    def __init__(self, service: ReplicatorService, name: str) -> None:
+        super().__init__(service.loops_stop, [])
+        self.service, self.name = service, name
+
+    def start(self) -> None:
+        fr = next(f for f in self.service.flows if f.name == self.name)
+        fr.start_query()
+        try:
+            self._start_loops(fr)
+        except BaseException:
+            fr.close()  # a half-started flow leaves nothing running
+            raise
+
+    def _start_loops(self, fr: FlowReplicator) -> None:
+        if fr.flow.refresh_topics_enabled:
+            interval = float(fr.flow.refresh_topics_interval_seconds)
+            self.spawn(f"refresh {fr.name}", run_loop, f"topic refresh {fr.name}", interval,
+                       partial(self.service._refresh_topics, fr, interval), self.stop_event, wait_first=True,
+                       flow=fr.name)
+        report = catchup.CatchUpReport(fr)
+        self.spawn(f"progress {fr.name}", run_loop, f"progress {fr.name}", PROGRESS_EVERY_S, report.step,
+                   self.stop_event, wait_first=True, flow=fr.name)
+        start_control_loops(self.service.config, fr.flow, fr.source_admin, fr.target_admin,
+                            lambda: dict(fr.assignment), self.stop_event,
+                            lambda name, target, *args, **kw: self.spawn(name, target, *args, flow=fr.name, **kw))
+
+
+class _QueriesClosed:
+    """Stopped first: every query ends for good before any loop stops, so that no topic refresh
+    or supervision round can start one again while the rest stops."""
+
+    def __init__(self, app: SparkApp, loops_stop: threading.Event) -> None:
+        self.app, self.loops_stop = app, loops_stop
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float) -> None:
+        self.app.close()
+        self.loops_stop.set()
