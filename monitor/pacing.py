@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 #: The work between two pauses of a stepped generator: the event loop answers /healthz,
 #: /metrics and the collectors at least this often (plus one item's work).
@@ -60,11 +60,24 @@ def finish(steps: Generator[None, None, T]) -> T:
             return done.value
 
 
-async def run_in_steps(steps: Generator[None, None, T]) -> T:
+class StepMeter(Protocol):
+    """Told when each step of a stepped generator starts and ends (the pauses are in neither)."""
+
+    def started(self) -> None: ...
+
+    def ended(self) -> None: ...
+
+
+async def run_in_steps(steps: Generator[None, None, T], meter: StepMeter | None = None) -> T:
     """Drive ``steps`` to its end, letting the event loop run at each pause; its value."""
     while True:
+        if meter is not None:
+            meter.started()
         try:
             next(steps)
         except StopIteration as done:
             return done.value
+        finally:
+            if meter is not None:
+                meter.ended()
         await asyncio.sleep(0)

@@ -22,6 +22,7 @@ from typing import Any, Callable, NamedTuple
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from monitor.loops import RoundFailures, repeat
 from monitor.state import MonitorState
 from sparkmirror import logsetup
 from sparkmirror.adminproc import AdminProcess, AdminProcessError, run_admin
@@ -415,9 +416,6 @@ class HealthCollector:
         await asyncio.gather(*(self._loop(c) for c in self.clients.values()))
 
     async def _loop(self, client: ClusterClient) -> None:
-        while True:
-            try:
-                await client.call(client.describe_cluster)
-            except ClusterUnavailable:
-                pass
-            await asyncio.sleep(self.interval)
+        await repeat(lambda: client.call(client.describe_cluster), self.interval,
+                     RoundFailures(f"checking that cluster {client.alias} is reachable", log,
+                                   extra={"cluster": client.alias}, expected=(ClusterUnavailable,)))

@@ -34,7 +34,7 @@ class GroupOffsetCollector:
 
     async def run(self) -> None:
         await refresh_forever(self.refresh, self.options.groups_interval, self.state, self.flow.name, self.name,
-                              f"reading consumer-group offsets for {self.flow.name} failed", log)
+                              f"reading consumer-group offsets for {self.flow.name}", log)
 
     async def refresh(self) -> None:
         started = self.state.clock()

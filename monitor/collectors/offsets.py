@@ -77,9 +77,9 @@ class EndOffsetCollector:
         try:
             await asyncio.gather(
                 refresh_forever(self.refresh_metadata, self.options.interval, self.state, self.flow.name,
-                                "metadata", f"reading topic metadata of {self.flow.name} failed", log),
+                                "metadata", f"reading topic metadata of {self.flow.name}", log),
                 refresh_forever(self.refresh, self.options.positions_interval, self.state, self.flow.name,
-                                self.name, f"refreshing end offsets of {self.flow.name} failed", log,
+                                self.name, f"refreshing end offsets of {self.flow.name}", log,
                                 idle_ratio=3.0, idle_max=self.options.interval))
         finally:
             if self._probing is not None:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Awaitable, Callable
 
 from monitor.collectors.cluster import ClusterUnavailable
+from monitor.loops import RoundFailures, repeat
 from monitor.state import MonitorState
 
 
 async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: float, state: MonitorState,
-                          flow: str, collector: str, failure: str, log: logging.Logger,
+                          flow: str, collector: str, what: str, log: logging.Logger,
                           idle_ratio: float = 0.0, idle_max: float = float("inf")) -> None:
     """Call ``refresh`` every ``interval`` seconds and record how long each round took.
 
@@ -22,16 +22,14 @@ async def refresh_forever(refresh: Callable[[], Awaitable[None]], interval: floa
     running back to back.
 
     An unreachable cluster is already shown by the cluster client; any other failure is
-    logged with ``failure`` and the loop goes on.
+    logged as ``what`` failed (monitor.loops) and the loop goes on.
     """
-    while True:
+    async def timed() -> None:
         started = time.monotonic()
         try:
             await refresh()
-        except ClusterUnavailable:
-            pass
-        except Exception:
-            log.exception(failure, extra={"flow": flow})
-        elapsed = time.monotonic() - started
-        state.record_duration(flow, collector, elapsed)
-        await asyncio.sleep(max(0.05, interval - elapsed, min(idle_ratio * elapsed, idle_max)))
+        finally:
+            state.record_duration(flow, collector, time.monotonic() - started)
+
+    await repeat(timed, lambda took: max(0.05, interval - took, min(idle_ratio * took, idle_max)),
+                 RoundFailures(what, log, extra={"flow": flow}, expected=(ClusterUnavailable,)))

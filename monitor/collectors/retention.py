@@ -49,7 +49,7 @@ class RetentionCollector:
     async def run(self) -> None:
         # Checked every interval, read when the watched topics changed or metadata_interval passed.
         await refresh_forever(self.refresh, self.options.interval, self.state, self.flow.name, self.name,
-                              f"reading topic retention settings for {self.flow.name} failed", log)
+                              f"reading topic retention settings for {self.flow.name}", log)
 
     async def refresh(self) -> None:
         topics = sorted({t for t, _ in self.state.flows[self.flow.name].partitions})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from monitor.collectors.cluster import ClusterClient
+from monitor.loops import RoundFailures, repeat_in_thread
 from sparkmirror import logsetup
 
 log = logging.getLogger(__name__)
@@ -79,45 +80,50 @@ class TopicTail:
     def _run(self) -> None:
         logsetup.set_thread_context(cluster=self.client.alias, topic=self.topic)  # on every line of this thread
         consumer = self.client.consumer(**{"fetch.wait.max.ms": 100})
-        assigned: dict[int, bool] = {}  # partition -> caught up (EOF seen)
-        next_metadata = 0.0
-        announced = False
+        self._assigned: dict[int, bool] = {}  # partition -> caught up (EOF seen)
+        self._next_metadata = 0.0
+        self._announced = False
         try:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if now >= next_metadata:
-                    next_metadata = now + (self.metadata_interval if assigned else 1.0)
-                    self._assign_new(consumer, assigned)
-                if not assigned:
-                    self._stop.wait(0.5)
-                    continue
-                first = consumer.poll(self.poll_timeout)
-                if first is None:
-                    continue
-                received_at = time.time()
-                messages = [first, *consumer.consume(1000, timeout=0)]
-                batch = []
-                for m in messages:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            assigned[m.partition()] = True
-                        elif err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
-                            next_metadata = 0.0
-                        continue
-                    ts_type, ts = m.timestamp()
-                    batch.append(TailedRecord(m.partition(), m.offset(), m.key(), m.value(), ts_type, ts,
-                                              assigned.get(m.partition(), False), received_at))
-                if batch:
-                    self._deliver(self.handler, batch)
-                if not announced and all(assigned.values()):
-                    announced = True
-                    if self.on_caught_up is not None:
-                        self._deliver(self.on_caught_up)
-        except Exception:  # a bug here must not kill the monitor silently
-            log.exception("tail of %s on %s failed", self.topic, self.client.alias)
+            # a failing round (a bug here, a consumer call that raises) is logged and the tail
+            # reads on: a tail that stopped would leave its flow's figures frozen
+            repeat_in_thread(lambda: self._read(consumer), self._stop,
+                             RoundFailures(f"tail of {self.topic} on {self.client.alias}", log))
         finally:
             consumer.close()
+
+    def _read(self, consumer) -> None:
+        """One round: new partitions when the metadata is due, then one batch of records."""
+        assigned = self._assigned
+        now = time.monotonic()
+        if now >= self._next_metadata:
+            self._next_metadata = now + (self.metadata_interval if assigned else 1.0)
+            self._assign_new(consumer, assigned)
+        if not assigned:
+            self._stop.wait(0.5)
+            return
+        first = consumer.poll(self.poll_timeout)
+        if first is None:
+            return
+        received_at = time.time()
+        messages = [first, *consumer.consume(1000, timeout=0)]
+        batch = []
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    assigned[m.partition()] = True
+                elif err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                    self._next_metadata = 0.0
+                continue
+            ts_type, ts = m.timestamp()
+            batch.append(TailedRecord(m.partition(), m.offset(), m.key(), m.value(), ts_type, ts,
+                                      assigned.get(m.partition(), False), received_at))
+        if batch:
+            self._deliver(self.handler, batch)
+        if not self._announced and all(assigned.values()):
+            self._announced = True
+            if self.on_caught_up is not None:
+                self._deliver(self.on_caught_up)
 
     def _assign_new(self, consumer, assigned: dict[int, bool]) -> None:
         try:
