@@ -11,26 +11,30 @@ will take them), the History behind the status page's charts, the Prometheus
 registry and the OpenTelemetry instruments. Both read the newest Evaluation when
 scraped or collected; the OTel exporter takes the state's latency samples then.
 
-``start()`` builds, in data-flow order:
+``start()`` starts these stages in order (sparkmirror.lifecycle: a stage that fails to
+start stops the ones before it, in reverse, and the error is raised), data flow first:
 
-1. one ClusterClient per cluster (own threads) and the HealthCollector;
+0. the OpenTelemetry exporter (made with the service; listed first so that it stops
+   last, its final export taking the latency samples kept until then);
+1. one ClusterClient per cluster (own threads), then the HealthCollector's tasks;
 2. per enabled flow A->B: the HeartbeatCollector (tail of A.heartbeats on B),
    the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
    (when the flow emits checkpoints; with RecordTimestamps for failover re-read
    spans), the RetentionCollector (source topics' retention settings), and the
    EndOffsetCollector with the source cluster's LagProbe; the tails start
-   reading, the other collectors run as tasks from step 3;
+   reading, the other collectors run as tasks;
 3. a first evaluation, then the evaluator loop, which turns the MonitorState
    into an Evaluation every interval (and on demand when a request finds the
    last one older than ``positions_interval``);
 4. the aiohttp server (/metrics, /api/status, /api/history, the status page,
    /healthz), and with ``--web-config-file`` the task that reloads it.
 
-``stop()`` cancels the tasks (collector loops, evaluator loop, web config
-reload) and waits for them, closes the aiohttp server, stops the tails, shuts
-the cluster clients down and, last, the OpenTelemetry exporter, whose final
-export takes the latency samples kept until then. Nothing here blocks the event
-loop: every Kafka call happens in a cluster's threads.
+``stop()`` stops them in reverse order, each within its own timeout: the web config
+reload, the aiohttp server, the evaluator loop, the collectors' tasks and then their
+tails, the HealthCollector, the cluster clients and, last, the OpenTelemetry
+exporter; a stage that fails to stop is logged and the others still stop. Every
+loop runs in monitor.loops (a failed round is logged and the loop goes on). Nothing
+here blocks the event loop: every Kafka call happens in a cluster's threads.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import contextlib
 import logging
 import signal
 import time
+from collections.abc import Callable, Coroutine, Iterable
 
 from aiohttp import web
 
@@ -58,10 +63,13 @@ from monitor.gcpauses import GcSettler, gc_pauses
 from monitor.exporters.otel import OtelExporter, otel_exports
 from monitor.exporters.prometheus import build_registry
 from monitor.history import History
+from monitor.loops import RoundFailures, repeat
+from monitor.pacing import run_in_steps
 from monitor.state import MonitorState
-from monitor.watch import MonitorOptions, librdkafka_client, watched_flows
+from monitor.watch import MonitorOptions, WatchedFlow, librdkafka_client, watched_flows
 from sparkmirror import __version__
 from sparkmirror.errors import SparkmirrorError
+from sparkmirror.lifecycle import AsyncComponents
 from sparkmirror.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
@@ -69,8 +77,12 @@ log = logging.getLogger(__name__)
 #: Heartbeat latency samples kept between two OTel collections (OTEL_METRIC_EXPORT_INTERVAL, default
 #: 60 s): one heartbeat a second per flow fills it in 60 s at 330 flows; about 2 MB when full.
 LATENCY_SAMPLES_KEPT = 20_000
-
-
+#: Seconds each stage has to stop: a tail's thread ends within a poll, the HTTP server waits
+#: for the requests in flight (aiohttp's own default), the OTel exporter for its final export.
+TASKS_STOP_TIMEOUT = 10.0
+TAILS_STOP_TIMEOUT = 5.0
+HTTP_STOP_TIMEOUT = 60.0
+OTEL_STOP_TIMEOUT = 5.0
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 
@@ -83,6 +95,107 @@ def runqueue_seconds() -> float | None:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
+
+
+class StepTimes:
+    """What the evaluator's steps took (a pacing.StepMeter): their sum and the longest step,
+    split into its CPU time and its wait for a core."""
+
+    def __init__(self) -> None:
+        self.busy = self.longest = self.longest_cpu = 0.0
+        self.longest_runqueue: float | None = 0.0
+        self._runqueue = self._at = self._cpu = 0.0
+
+    def started(self) -> None:
+        # read at the step's start: a wait while the loop ran other work between two steps
+        # is not this step's
+        self._runqueue = runqueue_seconds()
+        self._at, self._cpu = time.perf_counter(), time.thread_time()
+
+    def ended(self) -> None:
+        took = time.perf_counter() - self._at
+        self.busy += took
+        if took > self.longest:
+            runqueue = runqueue_seconds()
+            self.longest = took
+            self.longest_runqueue = runqueue - self._runqueue if runqueue is not None else None
+        self.longest_cpu = max(self.longest_cpu, time.thread_time() - self._cpu)
+
+
+class _Stage:
+    """A stage whose start and stop are functions (plain or coroutine functions)."""
+
+    def __init__(self, start: Callable[[], object], stop: Callable[[float], object]) -> None:
+        self.start, self._stop = start, stop
+
+    def stop(self, timeout: float) -> object:
+        return self._stop(timeout)
+
+
+class _Tasks:
+    """Coroutines run as tasks while the stage runs: made and started by ``start``, cancelled by ``stop``."""
+
+    def __init__(self, coroutines: Callable[[], Iterable[Coroutine]]) -> None:
+        self._coroutines = coroutines
+        self.tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(c) for c in self._coroutines()]
+
+    async def stop(self, timeout: float) -> None:
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for task in tasks:  # taken, so that asyncio does not report a loop's exception at exit
+            if task.done() and not task.cancelled():
+                task.exception()
+
+
+class _FlowCollectors:
+    """Stage 2: per flow, the collectors that tail a topic (threads) and those that poll (tasks)."""
+
+    def __init__(self, flows: list[WatchedFlow], clients: dict[str, ClusterClient], state: MonitorState,
+                 options: MonitorOptions) -> None:
+        self.flows, self.clients, self.state, self.options = flows, clients, state, options
+        self.tails: list = []
+        self._pollers = _Tasks(lambda: [])
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        o, state, clients = self.options, self.state, self.clients
+        probes = {f.source: LagProbe(clients[f.source], state) for f in self.flows} if o.probe_lag_seconds else {}
+        tails, pollers = [], []
+        for f in self.flows:
+            source, target = clients[f.source], clients[f.target]
+            tails.append(HeartbeatCollector(f, target, state, loop))
+            if f.offset_syncs_enabled:
+                tails.append(OffsetSyncCollector(f, clients[f.offset_syncs_cluster], state, loop))
+            if f.checkpoints_enabled:
+                tails.append(CheckpointCollector(f, target, state, loop, o))
+                stamps = RecordTimestamps(source, state) if o.probe_lag_seconds else None
+                pollers.append(GroupOffsetCollector(f, source, state, o, stamps))
+            pollers.append(RetentionCollector(f, source, state, o))
+            pollers.append(EndOffsetCollector(f, source, target, state, o, probes.get(f.source)))
+        try:
+            for tail in tails:
+                tail.start()
+                self.tails.append(tail)
+        except BaseException:  # the tails started so far are this stage's to stop
+            await self._stop_tails(TAILS_STOP_TIMEOUT)
+            raise
+        self._pollers = _Tasks(lambda: [p.run() for p in pollers])
+        self._pollers.start()
+
+    async def _stop_tails(self, timeout: float) -> None:
+        tails, self.tails = self.tails, []
+        await asyncio.gather(*(asyncio.to_thread(t.stop, timeout) for t in tails))
+
+    async def stop(self, timeout: float) -> None:
+        await self._pollers.stop(timeout)
+        await self._stop_tails(timeout)
+
 
 class MonitorService:
     """Everything ``sparkmirror monitor`` runs, for one parsed mm2.properties."""
@@ -107,11 +220,23 @@ class MonitorService:
                                  latency_samples=samples.take if samples is not None else None)
         self.clients: dict[str, ClusterClient] = {}
         self._gc = GcSettler()
-        self._tails: list = []
-        self._tasks: list[asyncio.Task] = []
         self._runner: web.AppRunner | None = None
         self._web: LiveWebConfig | None = None
         self.port: int | None = None
+        self._evaluator = _Tasks(lambda: [self._evaluate_loop()])
+        # The stages in start order (the module's docstring); stopped in reverse.
+        stages = self._stages = AsyncComponents(logger=log, timeout=TASKS_STOP_TIMEOUT)
+        stages.add(_Stage(lambda: None, self.otel.shutdown), timeout=OTEL_STOP_TIMEOUT,
+                   name="the OpenTelemetry exporter")
+        stages.add(_Stage(self._start_clients, self._stop_clients), name="the cluster clients")
+        stages.add(_Tasks(lambda: [HealthCollector(self.clients, options.interval).run()]),
+                   name="the reachability checks")
+        stages.add(_FlowCollectors(self.flows, self.clients, self.state, options), timeout=TAILS_STOP_TIMEOUT,
+                   name="the collectors")
+        stages.add(_Stage(self._start_evaluator, self._stop_evaluator), name="the evaluator")
+        stages.add(_Stage(self._serve, self._close_server), timeout=HTTP_STOP_TIMEOUT, name="the HTTP server")
+        if options.web_config is not None:
+            stages.add(_Tasks(lambda: [self._reload_web_config(self._web)]), name="the web config reload")
 
     # --- evaluation -------------------------------------------------------------
     def evaluate_now(self) -> Evaluation:
@@ -130,34 +255,15 @@ class MonitorService:
         return await asyncio.shield(self._evaluating)
 
     async def _evaluate_in_steps(self) -> Evaluation:
-        steps = evaluate_steps(self.state, time.time(), self.settings)
-        busy = longest = longest_cpu = longest_runqueue = 0.0
-        while True:
-            # read at the step's start: a wait while the loop ran other work between two steps
-            # is not this step's
-            started_runqueue = runqueue_seconds()
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            try:
-                next(steps)
-            except StopIteration as done:
-                ev = done.value
-                break
-            finally:
-                took = time.perf_counter() - started
-                busy = busy + took
-                if took > longest:
-                    runqueue = runqueue_seconds()
-                    longest = took
-                    longest_runqueue = runqueue - started_runqueue if runqueue is not None else None
-                longest_cpu = max(longest_cpu, time.thread_time() - started_cpu)
-            await asyncio.sleep(0)
-        ev.duration_seconds = busy  # the evaluator's own work, not the pauses between its steps
+        times = StepTimes()
+        ev = await run_in_steps(evaluate_steps(self.state, time.time(), self.settings), times)
+        ev.duration_seconds = times.busy  # the evaluator's own work, not the pauses between its steps
         # A step's wall time is its own CPU time, plus the time the thread waited for a core
         # (other processes; runqueue), plus the time it waited for the GIL while another thread
         # held it (a collector thread, a garbage collection there).
-        ev.extra["longest_step_seconds"] = longest
-        ev.extra["longest_step_cpu_seconds"] = longest_cpu
-        ev.extra["longest_step_runqueue_seconds"] = longest_runqueue
+        ev.extra["longest_step_seconds"] = times.longest
+        ev.extra["longest_step_cpu_seconds"] = times.longest_cpu
+        ev.extra["longest_step_runqueue_seconds"] = times.longest_runqueue
         ev.extra["longest_gc_pause_seconds"], ev.extra["longest_gc_pause_cpu_seconds"] = gc_pauses.take()
         self._evaluation = ev
         self.history.record(ev)
@@ -190,88 +296,66 @@ class MonitorService:
                     "uptime_seconds": round(time.time() - self.state.started_at, 3)}
 
     async def _evaluate_loop(self) -> None:
-        while True:
-            try:
-                await self.evaluate_async()
-            except Exception:
-                log.exception("evaluation failed")
-            await asyncio.sleep(self.options.interval)
+        await repeat(self.evaluate_async, self.options.interval, RoundFailures("evaluation", log))
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        o = self.options
         gc_pauses.install()
-        for alias, (admin, consumer) in self._client_configs.items():
-            self.clients[alias] = ClusterClient(alias, admin, consumer, self.state, timeout=o.timeout)
-        probes = {f.source: LagProbe(self.clients[f.source], self.state) for f in self.flows} \
-            if o.probe_lag_seconds else {}
-        coroutines = [HealthCollector(self.clients, o.interval).run()]
-        for f in self.flows:
-            source, target = self.clients[f.source], self.clients[f.target]
-            self._tails.append(HeartbeatCollector(f, target, self.state, loop))
-            if f.offset_syncs_enabled:
-                self._tails.append(OffsetSyncCollector(f, self.clients[f.offset_syncs_cluster], self.state, loop))
-            if f.checkpoints_enabled:
-                self._tails.append(CheckpointCollector(f, target, self.state, loop, o))
-                stamps = RecordTimestamps(source, self.state) if o.probe_lag_seconds else None
-                coroutines.append(GroupOffsetCollector(f, source, self.state, o, stamps).run())
-            coroutines.append(RetentionCollector(f, source, self.state, o).run())
-            coroutines.append(EndOffsetCollector(f, source, target, self.state, o, probes.get(f.source)).run())
-        for tail in self._tails:
-            tail.start()
-        self.evaluate_now()
-        coroutines.append(self._evaluate_loop())
-        self._tasks = [asyncio.create_task(c) for c in coroutines]
-        await self._serve()
-        live = self._web
-        if live is not None:
-            self._tasks.append(asyncio.create_task(self._reload_web_config(live)))
+        await self._stages.start()
+        o, live = self.options, self._web
         log.info("monitoring %s on %s://%s:%d (/metrics, /api/status, /healthz)%s",
                  ", ".join(f.name for f in self.flows), live.scheme if live else "http", o.host, self.port,
                  " with basic auth" if live and live.auth else "")
 
+    async def stop(self) -> None:
+        await self._stages.stop()
+
+    def _start_clients(self) -> None:
+        for alias, (admin, consumer) in self._client_configs.items():
+            self.clients[alias] = ClusterClient(alias, admin, consumer, self.state, timeout=self.options.timeout)
+
+    def _stop_clients(self, timeout: float) -> None:
+        for client in self.clients.values():
+            client.shutdown()
+
+    def _start_evaluator(self) -> None:
+        self.evaluate_now()
+        self._evaluator.start()
+
+    async def _stop_evaluator(self, timeout: float) -> None:
+        await self._evaluator.stop(timeout)
+        if self._evaluating is not None:  # one a request asked for may still be in its steps
+            self._evaluating.cancel()
+
     async def _serve(self) -> None:
         live = self._web = LiveWebConfig(self.options.web_config) if self.options.web_config else None
         sources = HttpSources(self.fresh_evaluation, self.registry, self.healthy, __version__, live, self.history)
-        self._runner = web.AppRunner(build_app(sources), access_log=None)
+        self._runner = web.AppRunner(build_app(sources), access_log=None, shutdown_timeout=HTTP_STOP_TIMEOUT)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port,
                            ssl_context=live.ssl_context if live else None)
         try:
             await site.start()
         except OSError as exc:
-            await self.stop()
+            await self._close_server(HTTP_STOP_TIMEOUT)  # this stage's own; the stages before stop in reverse
             raise SparkmirrorError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror}",
                                    hint="choose another address with --listen HOST:PORT") from None
         self.port = site._server.sockets[0].getsockname()[1]
 
-    async def _reload_web_config(self, live: LiveWebConfig) -> None:
-        """Certificates and users as the web config file says now (see sparkmirror.webreload)."""
-        while True:
-            await asyncio.sleep(live.check_every)
-            try:
-                loaded = await asyncio.to_thread(live.poll)  # reads files, may hash: off the loop
-                if loaded is not None:
-                    live.apply(loaded)  # on the loop, where the connections' TLS objects are made
-            except Exception:
-                log.exception("reloading the web config failed")
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+    async def _close_server(self, timeout: float) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        await asyncio.gather(*(asyncio.to_thread(t.stop) for t in self._tails))
-        self._tails = []
-        for client in self.clients.values():
-            client.shutdown()
-        self.otel.shutdown()
+
+    async def _reload_web_config(self, live: LiveWebConfig) -> None:
+        """Certificates and users as the web config file says now (see sparkmirror.webreload)."""
+        async def reload() -> None:
+            loaded = await asyncio.to_thread(live.poll)  # reads files, may hash: off the loop
+            if loaded is not None:
+                live.apply(loaded)  # on the loop, where the connections' TLS objects are made
+
+        await asyncio.sleep(live.check_every)
+        await repeat(reload, live.check_every, RoundFailures("reloading the web config", log))
 
     async def run_until_stopped(self) -> None:
         """Start, serve until SIGINT/SIGTERM, stop."""

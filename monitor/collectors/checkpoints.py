@@ -33,8 +33,8 @@ class CheckpointCollector:
     def start(self) -> None:
         self.tail.start()
 
-    def stop(self) -> None:
-        self.tail.stop()
+    def stop(self, timeout: float = 5.0) -> None:
+        self.tail.stop(timeout)
 
     def _missing(self) -> None:
         self.state.flows[self.flow.name].checkpoints_topic_present = False

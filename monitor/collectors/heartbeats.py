@@ -47,8 +47,8 @@ class HeartbeatCollector:
     def start(self) -> None:
         self.tail.start()
 
-    def stop(self) -> None:
-        self.tail.stop()
+    def stop(self, timeout: float = 5.0) -> None:
+        self.tail.stop(timeout)
 
     def _missing(self) -> None:
         self.state.flows[self.flow.name].heartbeat.topic_present = False

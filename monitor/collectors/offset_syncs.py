@@ -34,8 +34,8 @@ class OffsetSyncCollector:
     def start(self) -> None:
         self.tail.start()
 
-    def stop(self) -> None:
-        self.tail.stop()
+    def stop(self, timeout: float = 5.0) -> None:
+        self.tail.stop(timeout)
 
     def _missing(self) -> None:
         fs = self.state.flows[self.flow.name]

@@ -123,8 +123,8 @@ class OtelExporter:
                     for labels, value in self._by_spec().get(spec.name, ()) if math.isfinite(value)]
         return observe
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 5.0) -> None:
         try:
-            self.provider.shutdown(timeout_millis=5000)
+            self.provider.shutdown(timeout_millis=int(timeout * 1000))
         except Exception as exc:  # a collector that is gone must not block the exit
             log.warning("OpenTelemetry shutdown: %s", exc)
