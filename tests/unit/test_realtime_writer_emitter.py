@@ -1,4 +1,5 @@
-"""The real-time writer (Java) emits exactly the offset-syncs the Python OffsetSyncEmitter does,
+"""The real-time writer (Java) writes OffsetSync bytes as sparkmirror.model.records does, emits
+exactly the offset-syncs the Python OffsetSyncEmitter does,
 measures a record as the broker does, and knows where its copy has got to.
 
 Both implement MM2's emission rule; this feeds the same delivery reports — consecutive runs,
@@ -15,11 +16,13 @@ import subprocess
 import pytest
 
 from sparkmirror.model.offsets import OffsetSyncEmitter
+from sparkmirror.model.records import OffsetSync
 from tests.support.jvm_harness import compile_harnesses
 
 @pytest.fixture(scope="module")
 def harness_classpath():
-    return compile_harnesses("EmitterHarness", "SizeHarness", "PositionHarness", "FlushHarness")
+    return compile_harnesses("EmitterHarness", "SizeHarness", "PositionHarness", "FlushHarness",
+                             "OffsetSyncBytesHarness")
 
 
 def _workload(rng: random.Random, n: int) -> list[str]:
@@ -114,3 +117,27 @@ def test_a_flush_waits_no_longer_than_it_is_given(harness_classpath):
     assert done == "null"
     assert stuck.startswith("the target did not acknowledge every record within 0.5 s"), stuck
     assert int(stuck_ms) < 30_000, "flushAll waited for the stuck producer's flush (60 s), not for its bound"
+
+
+def _sync_vectors(rng: random.Random) -> list[OffsetSync]:
+    """Edge values and random ones: every byte of key and value is exercised."""
+    topics = ["t", "orders", "primary.orders", "zahlungen-ü", "注文", "a" * 249, "x-" * 40]
+    edges = [OffsetSync(t, p, u, d) for t in topics[:3]
+             for p, u, d in [(0, 0, 0), (1, 1, 1), (2**31 - 1, 2**63 - 1, 2**63 - 1), (255, 256, 65535)]]
+    rand = [OffsetSync(rng.choice(topics), rng.randrange(0, 2**31), rng.randrange(0, 2**63), rng.randrange(0, 2**63))
+            for _ in range(300)]
+    return edges + rand
+
+
+def test_java_writer_writes_offset_sync_bytes_as_the_model_does(harness_classpath):
+    """The real-time writer's OffsetSync encoders against sparkmirror.model.records on generated
+    vectors: the bytes MM2's OffsetSyncStore reads are defined once in Python and checked here."""
+    syncs = _sync_vectors(random.Random(7))
+    lines = [f"{s.topic.encode().hex()} {s.partition} {s.upstream_offset} {s.downstream_offset}" for s in syncs]
+    proc = subprocess.run(["java", "-cp", harness_classpath, "sparkmirror.OffsetSyncBytesHarness"],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=True)
+    java = proc.stdout.split("\n")[:-1]
+    assert len(java) == len(syncs)
+    for sync, got in zip(syncs, java):
+        assert got == f"{sync.encode_key().hex()} {sync.encode_value().hex()}", sync
+        assert OffsetSync.decode(*map(bytes.fromhex, got.split())) == sync

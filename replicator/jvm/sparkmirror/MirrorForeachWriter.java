@@ -239,6 +239,22 @@ public class MirrorForeachWriter extends PythonForeachWriter {
     }
 
     /** One partition: MM2's emitter state, where its syncs go, what was read and acknowledged. */
+    /**
+     * MM2's OffsetSync key: the upstream topic as a Kafka STRING (INT16 length, UTF-8 bytes), then
+     * the upstream partition as an INT32. sparkmirror/model/records.py defines the same bytes; a
+     * test compares the two on generated vectors.
+     */
+    static byte[] offsetSyncKey(String topic, int partition) {
+        byte[] name = topic.getBytes(StandardCharsets.UTF_8);
+        return ByteBuffer.allocate(2 + name.length + 4).putShort((short) name.length).put(name)
+                .putInt(partition).array();
+    }
+
+    /** MM2's OffsetSync value: the upstream offset, then the downstream offset, each an INT64. */
+    static byte[] offsetSyncValue(long upstream, long downstream) {
+        return ByteBuffer.allocate(16).putLong(upstream).putLong(downstream).array();
+    }
+
     static final class PartitionState {
         final String topic;
         final int partition;
@@ -313,10 +329,8 @@ public class MirrorForeachWriter extends PythonForeachWriter {
         }
 
         private void send(long upstream, long downstream) {
-            byte[] name = topic.getBytes(StandardCharsets.UTF_8);
-            byte[] key = ByteBuffer.allocate(2 + name.length + 4).putShort((short) name.length).put(name)
-                    .putInt(partition).array();
-            byte[] value = ByteBuffer.allocate(16).putLong(upstream).putLong(downstream).array();
+            byte[] key = offsetSyncKey(topic, partition);
+            byte[] value = offsetSyncValue(upstream, downstream);
             // Partition 0, as MM2 writes it: MM2's OffsetSyncStore reads nothing else.
             syncs.send(new ProducerRecord<>(syncsTopic, 0, key, value), (md, err) -> {
                 if (err != null) {
