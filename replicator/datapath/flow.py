@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from replicator.datapath import realtime
+from replicator.datapath import checkpoint_layout as layout, realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.isr import short_of_replicas
 from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
@@ -220,7 +220,7 @@ class FlowReplicator:
         """Records between where the copy resumes (its newest committed batch, else where a stop or
         a path switch left it, else the log start) and the source's end, over the assigned
         partitions; None when the source cannot say."""
-        committed = realtime.resume_point(self.checkpoint_dir)
+        committed = layout.resume_point(self.checkpoint_dir)
         tps = [(t, p) for t, n in sorted(self.assignment.items()) for p in range(n)]
         try:
             marks = watermarks(self.config, self.flow.source, self.flow, tps)
@@ -336,7 +336,7 @@ class FlowReplicator:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return
         path = self.path.path
-        self._handover_start = realtime.prepare_checkpoint(self.checkpoint_dir, path, self.name)
+        self._handover_start = layout.prepare_checkpoint(self.checkpoint_dir, path, self.name)
         if path == realtime.REAL_TIME:
             self._start_realtime_query()
             return
@@ -382,22 +382,22 @@ class FlowReplicator:
         capped = realtime.cap_batch_size(producer_conf, limits)
         if capped:
             log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, capped)
-        ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        ckpt = layout.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
         self._check_realtime_resume(ckpt)
-        shards = realtime.shard_assignment(self.assignment, self.settings.real_time_shards)
+        shards = layout.shard_assignment(self.assignment, self.settings.real_time_shards)
         interval = self.settings.real_time_checkpoint_interval
-        relaid = realtime.lay_out_shards(self.checkpoint_dir, shards, self._handover_start)
+        relaid = layout.lay_out_shards(self.checkpoint_dir, shards, self._handover_start)
         if relaid is not None:
             self._handover_start = relaid
             log.info("flow %s: its partitions are now dealt over %d real-time %s; each starts where its newest "
                      "committed batch ended", self.name, len(shards), "query" if len(shards) == 1 else "queries")
         if self._handover_start:
-            starting = realtime.starting_offsets_json(self._handover_start, self.assignment)
-        elif all(realtime.has_batches(realtime.shard_dir(ckpt, i)) for i in range(len(shards))):
+            starting = layout.starting_offsets_json(self._handover_start, self.assignment)
+        elif all(layout.has_batches(layout.shard_dir(ckpt, i)) for i in range(len(shards))):
             starting = "earliest"  # ignored: every query resumes from its own checkpoint
         else:
             starting = self._resume_offsets(self.assignment, ckpt)
-        self._started_at = realtime.parse_starting_offsets(starting)
+        self._started_at = layout.parse_starting_offsets(starting)
         self._counters = realtime.Counters(self.spark, self.name)
         self._counters.reset()
         self._last_rt_batch = None
@@ -411,9 +411,9 @@ class FlowReplicator:
                 wait = began + i * realtime.stagger_seconds(len(shards), interval) - time.monotonic()
                 if i and wait > 0:
                     time.sleep(wait)
-                own = realtime.shard_dir(ckpt, i)
+                own = layout.shard_dir(ckpt, i)
                 df = self._spark_kafka_source(own, shard=shard, real_time=True,
-                                              starting=realtime.shard_starting_offsets(starting, shard))
+                                              starting=layout.shard_starting_offsets(starting, shard))
                 name = f"sparkmirror {self.name}" + (f" [{i + 1}/{len(shards)}]" if len(shards) > 1 else "")
                 queries.append(realtime.start_query(
                     self.spark, df, name=name, ckpt=own, flow=self.name, target=self.flow.target,
@@ -435,14 +435,14 @@ class FlowReplicator:
                  fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"], ckpt)
 
     def _check_realtime_resume(self, ckpt: Path) -> None:
-        """Move partitions whose resume offset is outside the source log (see realtime.adjust_resume)."""
-        resume = (realtime.committed_offsets(ckpt, real_time=True) if realtime.has_batches(ckpt)
+        """Move partitions whose resume offset is outside the source log (see layout.adjust_resume)."""
+        resume = (layout.committed_offsets(ckpt, real_time=True) if layout.has_batches(ckpt)
                   else self._handover_start)
         if not resume:
             return
         tps = [(t, int(p)) for t, per in resume.items() if t in self.assignment for p in per]
         marks = watermarks(self.config, self.flow.source, self.flow, tps)
-        adjusted, losses, resets = realtime.adjust_resume(resume, marks)
+        adjusted, losses, resets = layout.adjust_resume(resume, marks)
         for topic, partition, first, last in losses:
             lost = last - first + 1
             log.warning("flow %s: DATA LOSS: %d records of source cluster %s topic %s partition %d (offsets %d..%d) "
@@ -455,12 +455,12 @@ class FlowReplicator:
                         "fell below offset %d, which the copy had reached; copying it again from its earliest offset "
                         "%d, as MM2 does", self.name, self.flow.source, topic, partition, old, new)
         if losses or resets:
-            realtime.restart_from(self.checkpoint_dir, realtime.REAL_TIME, adjusted)
+            layout.restart_from(self.checkpoint_dir, realtime.REAL_TIME, adjusted)
             self._handover_start = adjusted
 
     def _starting_offsets(self, ckpt: Path) -> str:
         if self._handover_start:
-            return realtime.starting_offsets_json(self._handover_start, self.assignment)
+            return layout.starting_offsets_json(self._handover_start, self.assignment)
         return self._resume_offsets(self.assignment, ckpt)
 
     def _direct_source(self, wspec: WriterSpec):
@@ -491,7 +491,7 @@ class FlowReplicator:
         reader = self.spark.readStream.format("kafka")
         if starting is None:
             starting = self._starting_offsets(ckpt or self.checkpoint_dir)
-            self._started_at = realtime.parse_starting_offsets(starting)
+            self._started_at = layout.parse_starting_offsets(starting)
         options = realtime.source_options(self._source_options) if real_time else self._source_options
         for k, v in options.items():
             reader = reader.option(k, v)
@@ -605,7 +605,7 @@ class FlowReplicator:
         The writers run in this JVM (local mode) and know, from their delivery reports, the offset
         before which every record of each partition is on the target. Once the query's tasks have
         ended and the producers are flushed, that is final: the flow's next start resumes there
-        (``realtime.restart_from``), so a stop neither waits for a checkpoint nor copies anything
+        (``layout.restart_from``), so a stop neither waits for a checkpoint nor copies anything
         twice. If the tasks do not end or a flush fails, the query resumes from its checkpoint
         instead (duplicates, never loss).
         """
@@ -649,9 +649,9 @@ class FlowReplicator:
         problem = self._counters.flush_all(GRACEFUL_STOP_S)
         if problem is not None:
             return problem
-        ckpt = realtime.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
-        resume = realtime.resume_after_stop(realtime.resume_base(ckpt, self._started_at), self._counters.positions())
-        realtime.restart_from(self.checkpoint_dir, realtime.REAL_TIME, resume)
+        ckpt = layout.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        resume = layout.resume_after_stop(layout.resume_base(ckpt, self._started_at), self._counters.positions())
+        layout.restart_from(self.checkpoint_dir, realtime.REAL_TIME, resume)
         return None
 
     def close(self) -> None:

@@ -1,8 +1,6 @@
-"""The real-time path's pure decisions: which path a flow takes, and the checkpoint handover."""
+"""The real-time path's pure decisions: which path a flow takes, its producer settings, its options."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -44,104 +42,12 @@ def test_local_slots(master, slots):
     assert realtime.local_slots(master) == slots
 
 
-def _batch(ckpt, n, offsets, committed=True):
-    (ckpt / "offsets").mkdir(parents=True, exist_ok=True)
-    (ckpt / "commits").mkdir(parents=True, exist_ok=True)
-    (ckpt / "offsets" / str(n)).write_text('v1\n{"batchWatermarkMs":0,"conf":{}}\n' + json.dumps(offsets) + "\n")
-    if committed:
-        (ckpt / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
-
-
-def test_committed_offsets_are_the_newest_committed_batch(tmp_path):
-    ckpt = tmp_path / "c"
-    _batch(ckpt, 0, {"t": {"0": 5}})
-    _batch(ckpt, 1, {"t": {"0": 9, "1": 3}})
-    _batch(ckpt, 2, {"t": {"0": 20, "1": 8}}, committed=False)  # planned, never committed
-    assert realtime.committed_offsets(ckpt) == {"t": {"0": 9, "1": 3}}
-    assert realtime.committed_offsets(tmp_path / "none") is None
-
-
-def test_a_real_time_batch_ended_where_the_next_entry_begins(tmp_path):
-    """A real-time offset-log entry is where its batch began; the newest committed batch ended
-    where the next entry (written as the next batch starts) begins."""
-    ckpt = tmp_path / "rt"
-    _batch(ckpt, 4, {"t": {"0": 100, "1": 7}})
-    _batch(ckpt, 5, {"t": {"0": 180, "1": 9}}, committed=False)  # began after batch 4 committed
-    assert realtime.committed_offsets(ckpt, real_time=True) == {"t": {"0": 180, "1": 9}}
-    assert realtime.committed_offsets(ckpt) == {"t": {"0": 100, "1": 7}}  # a micro-batch entry: where 4 ended
-    # the next batch not begun yet (stopped right after the checkpoint, or a crash): where batch 4 began
-    (ckpt / "offsets" / "5").unlink()
-    assert realtime.committed_offsets(ckpt, real_time=True) == {"t": {"0": 100, "1": 7}}
-
-
-def test_leaving_real_time_starts_where_its_newest_committed_batch_ended(tmp_path):
-    """Real time -> micro-batches: nothing the committed batches copied is copied again."""
-    flow_dir = tmp_path / "a-to-b"
-    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
-    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
-    _batch(rt_dir, 0, {"t": {"0": 0}})
-    _batch(rt_dir, 1, {"t": {"0": 75_000}})
-    _batch(rt_dir, 2, {"t": {"0": 150_000}}, committed=False)
-    assert realtime.prepare_checkpoint(flow_dir, MICRO_BATCH, "a->b") == {"t": {"0": 150_000}}
-
-
-def test_a_fresh_flow_needs_no_handover(tmp_path):
-    flow_dir = tmp_path / "a-to-b"
-    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
-    assert realtime.read_marker(flow_dir)["path"] == REAL_TIME
-
-
-def test_switching_paths_starts_where_the_other_path_committed_and_drops_the_stale_checkpoint(tmp_path):
-    flow_dir = tmp_path / "a-to-b"
-    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
-    # A checkpoint from before there were two paths: micro-batches committed up to 40.
-    _batch(flow_dir, 7, {"t": {"0": 40}})
-    # An old real-time checkpoint, behind what the micro-batches copied since.
-    _batch(rt_dir, 3, {"t": {"0": 10}})
-    start = realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
-    assert start == {"t": {"0": 40}}
-    assert not rt_dir.exists()
-    # A crash before the real-time query's first batch: the handover is still known.
-    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 40}}
-    # Once it has batches, it resumes from its own checkpoint.
-    _batch(rt_dir, 0, {"t": {"0": 55}})
-    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
-    # And back to micro-batches: from the real-time query's newest committed batch.
-    assert realtime.prepare_checkpoint(flow_dir, MICRO_BATCH, "a->b") == {"t": {"0": 55}}
-    assert not (flow_dir / "offsets").exists()
-    assert realtime.read_marker(flow_dir)["path"] == MICRO_BATCH
-
-
-def test_starting_offsets_cover_every_assigned_partition():
-    got = json.loads(realtime.starting_offsets_json({"t": {"0": 40}}, {"t": 2, "u": 1}))
-    assert got == {"t": {"0": 40, "1": -2}, "u": {"0": -2}}
-
-
 def test_java_producer_keeps_order_without_idempotence():
     conf, notes = realtime.java_producer_config({"enable.idempotence": "false", "bootstrap.servers": "x:1"})
     assert conf["max.in.flight.requests.per.connection"] == "1"
     assert notes and "one request in flight" in notes[0]
     conf, notes = realtime.java_producer_config({"bootstrap.servers": "x:1"})
     assert conf["enable.idempotence"] == "true" and conf["acks"] == "all" and not notes
-
-
-def test_resume_offsets_outside_the_log_are_moved_and_reported():
-    resume = {"t": {"0": 100, "1": 50, "2": 900, "3": -2}}
-    marks = {("t", 0): (150, 200), ("t", 1): (0, 80), ("t", 2): (0, 10), ("t", 3): (5, 9)}
-    adjusted, losses, resets = realtime.adjust_resume(resume, marks)
-    assert adjusted == {"t": {"0": 150, "1": 50, "2": 0, "3": -2}}
-    assert losses == [("t", 0, 100, 149)]
-    assert resets == [("t", 2, 900, 0)]
-
-
-def test_restart_from_drops_the_checkpoint_and_remembers_where_to_start(tmp_path):
-    flow_dir = tmp_path / "a-to-b"
-    rt_dir = realtime.checkpoint_dir(flow_dir, REAL_TIME)
-    _batch(rt_dir, 4, {"t": {"0": 100}})
-    realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
-    realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 150}})
-    assert not rt_dir.exists()
-    assert realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 150}}
 
 
 def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
@@ -193,55 +99,12 @@ def test_real_time_options_out_of_range_stop_the_command_before_spark(tmp_path, 
     assert "--real-time-shards 17: must be between 1 and 16" in capsys.readouterr().err
 
 
-def test_a_stopped_query_resumes_at_the_acknowledged_positions_over_its_checkpoint(tmp_path):
-    """Partitions the writers copied resume after their last acknowledged record; the others
-    where the newest committed batch ended; nothing before what was committed."""
-    ckpt = tmp_path / "rt"
-    _batch(ckpt, 4, {"t": {"0": 100, "1": 7, "2": 30}})
-    _batch(ckpt, 5, {"t": {"0": 180, "1": 9, "2": 30}}, committed=False)
-    base = realtime.resume_base(ckpt, started={"t": {"0": 0, "1": 0, "2": 0}})
-    assert base == {"t": {"0": 180, "1": 9, "2": 30}}
-    acknowledged = {("t", 0): 412, ("t", 1): 5, ("u", 0): 3}  # t/1: an older copy (a retried task): not behind
-    assert realtime.resume_after_stop(base, acknowledged) == {"t": {"0": 412, "1": 9, "2": 30}, "u": {"0": 3}}
-    assert base == {"t": {"0": 180, "1": 9, "2": 30}}, "the base is not changed"
-
-
-def test_without_a_committed_batch_the_resume_base_is_the_first_batch_start_or_the_query_start(tmp_path):
-    ckpt = tmp_path / "rt"
-    started = {"t": {"0": -2, "1": 40}}
-    assert realtime.resume_base(ckpt, started) == started  # no checkpoint yet
-    _batch(ckpt, 0, {"t": {"0": 0, "1": 35}}, committed=False)  # an older run's first batch: Spark restarts there
-    assert realtime.resume_base(ckpt, started) == {"t": {"0": 0, "1": 35}}
-    # an earliest (-2) start is overridden by what was acknowledged, and stays for the rest
-    assert realtime.resume_after_stop(started, {("t", 0): 17}) == {"t": {"0": 17, "1": 40}}
-
-
-@pytest.mark.parametrize("text, parsed", [
-    ('{"t": {"0": 5, "1": -2}}', {"t": {"0": 5, "1": -2}}),
-    ("earliest", {}), ("latest", {}), (None, {}), ("[1, 2]", {}),
-])
-def test_starting_offsets_are_read_back_from_sparks_json(text, parsed):
-    assert realtime.parse_starting_offsets(text) == parsed
-
-
 def test_a_stop_waits_for_a_checkpoint_only_where_the_driver_cannot_read_the_writers():
     from replicator.datapath.flow import GRACEFUL_STOP_S, stop_grace
 
     assert stop_grace(real_time=True, interval=60.0, local=True) == GRACEFUL_STOP_S
     assert stop_grace(real_time=True, interval=60.0, local=False) == 62.0
     assert stop_grace(real_time=False, interval=60.0, local=False) == GRACEFUL_STOP_S
-
-
-def test_the_resume_point_after_a_stop_is_the_start_written_down(tmp_path):
-    """A real-time query stopped at its acknowledged positions has no checkpoint left: the backlog
-    estimate of the next start counts from the start written down, not from the log start."""
-    flow_dir = tmp_path / "a-to-b"
-    assert realtime.resume_point(flow_dir) == {}
-    realtime.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
-    _batch(realtime.checkpoint_dir(flow_dir, REAL_TIME), 4, {"t": {"0": 100}})
-    assert realtime.resume_point(flow_dir) == {"t": {"0": 100}}
-    realtime.restart_from(flow_dir, REAL_TIME, {"t": {"0": 23_186}})
-    assert realtime.resume_point(flow_dir) == {"t": {"0": 23_186}}
 
 
 def test_real_time_source_fetches_wait_for_64_kb_or_20_ms_unless_the_config_says_otherwise():
