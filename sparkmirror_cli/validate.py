@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkmirror.configfile import load_config
 from sparkmirror.errors import ConfigError
-from sparkmirror.model.config import FlowConfig, MM2Config
+from sparkmirror.model.config import FLOW_DEFAULTS, FLOW_KEY_DESCRIPTIONS, FlowConfig, MM2Config
 from sparkmirror.model.config import ConfigWarning
 from sparkmirror.model.flowclients import translate_clients
 from sparkmirror.model.masking import mask_secrets
@@ -121,7 +121,15 @@ def _flow_json(flow: FlowConfig) -> dict[str, Any]:
     settings = {name: getattr(flow, name) for name in flow.__dataclass_fields__ if name not in ("props", "origins")}
     return {"name": flow.name, **settings, "exactly_once": flow.exactly_once,
             "lines": {key: line for key, (_, line) in sorted(flow.origins.items())},
+            "keys": _keys_json(flow),
             "remote_topic_example": _remote_example(flow)}
+
+
+def _keys_json(flow: FlowConfig) -> dict[str, dict[str, Any]]:
+    """Every MM2 key the flow reads: its effective text, MM2's default, its line and what it does."""
+    return {key: {"value": flow.props.get(key, FLOW_DEFAULTS[key]), "default": FLOW_DEFAULTS[key],
+                  "line": flow.line_of(key), "description": description}
+            for key, description in FLOW_KEY_DESCRIPTIONS.items()}
 
 
 def _as_json(config: MM2Config, clients: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

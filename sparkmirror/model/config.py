@@ -68,12 +68,13 @@ LOOPS = ("emit.heartbeats", "emit.checkpoints", "sync.group.offsets", "refresh.t
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]+)")
 
 
-def _setting(key: str, parse, default: str, *, hash: bool | None = None):
-    """A FlowConfig field read from the MM2 key ``key`` by ``parse``; ``default`` is MM2's default, as text.
+def _setting(key: str, parse, default: str, description: str, *, hash: bool | None = None):
+    """A FlowConfig field read from the MM2 key ``key`` by ``parse``; ``default`` is MM2's default, as
+    text; ``description`` says what it does (validate and docs/configuration.md show it).
 
     The field stays required: the builder always passes the parsed value.
     """
-    return field(hash=hash, metadata={"key": key, "parse": parse, "default": default})
+    return field(hash=hash, metadata={"key": key, "parse": parse, "default": default, "description": description})
 
 
 # ---------------------------------------------------------------------------- model
@@ -105,43 +106,81 @@ class FlowConfig:
 
     source: str
     target: str
-    enabled: bool = _setting("enabled", boolean, "false")
-    topics: list[str] = _setting("topics", regex_list, TOPICS_DEFAULT, hash=False)
-    topics_exclude: list[str] = _setting("topics.exclude", regex_list, TOPICS_EXCLUDE_DEFAULT, hash=False)
-    groups: list[str] = _setting("groups", regex_list, GROUPS_DEFAULT, hash=False)
-    groups_exclude: list[str] = _setting("groups.exclude", regex_list, GROUPS_EXCLUDE_DEFAULT, hash=False)
-    config_properties_exclude: list[str] = _setting("config.properties.exclude", regex_list,
-                                                    CONFIG_PROPERTIES_EXCLUDE_DEFAULT, hash=False)
-    replication_policy_class: str = _setting("replication.policy.class", policy_class, DEFAULT_POLICY)
-    replication_policy_separator: str = _setting("replication.policy.separator", separator, ".")
-    internal_topic_separator_enabled: bool = _setting("replication.policy.internal.topic.separator.enabled", boolean,
-                                                      "true")
-    replication_factor: int = _setting("replication.factor", REPLICATION_FACTOR, "2")
-    heartbeats_topic_replication_factor: int = _setting("heartbeats.topic.replication.factor", REPLICATION_FACTOR, "3")
-    checkpoints_topic_replication_factor: int = _setting("checkpoints.topic.replication.factor",
-                                                         REPLICATION_FACTOR, "3")
-    offset_syncs_topic_replication_factor: int = _setting("offset-syncs.topic.replication.factor",
-                                                          REPLICATION_FACTOR, "3")
-    offset_lag_max: int = _setting("offset.lag.max", at_least(0, maximum=INT64_MAX), "100")
-    emit_heartbeats_enabled: bool = _setting("emit.heartbeats.enabled", boolean, "true")
-    emit_heartbeats_interval_seconds: int = _setting("emit.heartbeats.interval.seconds", interval, "1")
-    emit_checkpoints_enabled: bool = _setting("emit.checkpoints.enabled", boolean, "true")
-    emit_checkpoints_interval_seconds: int = _setting("emit.checkpoints.interval.seconds", interval, "60")
-    sync_group_offsets_enabled: bool = _setting("sync.group.offsets.enabled", boolean, "false")
-    sync_group_offsets_interval_seconds: int = _setting("sync.group.offsets.interval.seconds", interval, "60")
-    refresh_topics_enabled: bool = _setting("refresh.topics.enabled", boolean, "true")
-    refresh_topics_interval_seconds: int = _setting("refresh.topics.interval.seconds", interval, "600")
-    refresh_groups_enabled: bool = _setting("refresh.groups.enabled", boolean, "true")
-    refresh_groups_interval_seconds: int = _setting("refresh.groups.interval.seconds", interval, "600")
-    sync_topic_configs_enabled: bool = _setting("sync.topic.configs.enabled", boolean, "true")
-    sync_topic_configs_interval_seconds: int = _setting("sync.topic.configs.interval.seconds", interval, "600")
-    sync_topic_acls_enabled: bool = _setting("sync.topic.acls.enabled", boolean, "true")
-    sync_topic_acls_interval_seconds: int = _setting("sync.topic.acls.interval.seconds", interval, "600")
-    emit_offset_syncs_enabled: bool = _setting("emit.offset-syncs.enabled", boolean, "true")
+    enabled: bool = _setting("enabled", boolean, "false", "whether the flow copies records (A->B.enabled)")
+    topics: list[str] = _setting("topics", regex_list, TOPICS_DEFAULT,
+                                 "the source topics the flow replicates: regexes, comma-separated", hash=False)
+    topics_exclude: list[str] = _setting("topics.exclude", regex_list, TOPICS_EXCLUDE_DEFAULT,
+                                         "topics never replicated, even when `topics` matches them", hash=False)
+    groups: list[str] = _setting("groups", regex_list, GROUPS_DEFAULT,
+                                 "the consumer groups whose offsets are checkpointed (regexes)", hash=False)
+    groups_exclude: list[str] = _setting("groups.exclude", regex_list, GROUPS_EXCLUDE_DEFAULT,
+                                         "consumer groups never checkpointed, even when `groups` matches them",
+                                         hash=False)
+    config_properties_exclude: list[str] = _setting(
+        "config.properties.exclude", regex_list, CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+        "topic configs never copied to the mirror topics (regexes)", hash=False)
+    replication_policy_class: str = _setting(
+        "replication.policy.class", policy_class, DEFAULT_POLICY,
+        "how mirror topics are named: DefaultReplicationPolicy (`A.orders`) or IdentityReplicationPolicy "
+        "(`orders`)")
+    replication_policy_separator: str = _setting("replication.policy.separator", separator, ".",
+                                                 "what DefaultReplicationPolicy puts between alias and topic")
+    internal_topic_separator_enabled: bool = _setting(
+        "replication.policy.internal.topic.separator.enabled", boolean, "true",
+        "whether the separator is also used in the internal topics' names (checkpoints, offset-syncs)")
+    replication_factor: int = _setting("replication.factor", REPLICATION_FACTOR, "2",
+                                       "the replication factor of new mirror topics (-1: the broker default)")
+    heartbeats_topic_replication_factor: int = _setting(
+        "heartbeats.topic.replication.factor", REPLICATION_FACTOR, "3", "the replication factor of `heartbeats`")
+    checkpoints_topic_replication_factor: int = _setting(
+        "checkpoints.topic.replication.factor", REPLICATION_FACTOR, "3",
+        "the replication factor of `A.checkpoints.internal`")
+    offset_syncs_topic_replication_factor: int = _setting(
+        "offset-syncs.topic.replication.factor", REPLICATION_FACTOR, "3",
+        "the replication factor of `mm2-offset-syncs.B.internal`")
+    offset_lag_max: int = _setting("offset.lag.max", at_least(0, maximum=INT64_MAX), "100",
+                                   "how far a partition's copy may move before a new offset-sync is written")
+    emit_heartbeats_enabled: bool = _setting("emit.heartbeats.enabled", boolean, "true",
+                                             "whether heartbeats are written into the target's `heartbeats`")
+    emit_heartbeats_interval_seconds: int = _setting("emit.heartbeats.interval.seconds", interval, "1",
+                                                     "seconds between two heartbeats (-1: none)")
+    emit_checkpoints_enabled: bool = _setting(
+        "emit.checkpoints.enabled", boolean, "true",
+        "whether consumer group offsets are translated into `A.checkpoints.internal` on the target")
+    emit_checkpoints_interval_seconds: int = _setting("emit.checkpoints.interval.seconds", interval, "60",
+                                                      "seconds between two rounds of checkpoints")
+    sync_group_offsets_enabled: bool = _setting(
+        "sync.group.offsets.enabled", boolean, "false",
+        "whether translated offsets are also committed to the target's groups (only groups without active "
+        "members there)")
+    sync_group_offsets_interval_seconds: int = _setting("sync.group.offsets.interval.seconds", interval, "60",
+                                                        "seconds between two rounds of group offset sync")
+    refresh_topics_enabled: bool = _setting("refresh.topics.enabled", boolean, "true",
+                                            "whether new and grown source topics are picked up while running")
+    refresh_topics_interval_seconds: int = _setting("refresh.topics.interval.seconds", interval, "600",
+                                                    "seconds between two looks for new or grown topics")
+    refresh_groups_enabled: bool = _setting("refresh.groups.enabled", boolean, "true",
+                                            "whether new consumer groups are picked up while running")
+    refresh_groups_interval_seconds: int = _setting("refresh.groups.interval.seconds", interval, "600",
+                                                    "seconds between two looks for new consumer groups")
+    sync_topic_configs_enabled: bool = _setting("sync.topic.configs.enabled", boolean, "true",
+                                                "whether source topic configs are copied to the mirror topics")
+    sync_topic_configs_interval_seconds: int = _setting("sync.topic.configs.interval.seconds", interval, "600",
+                                                        "seconds between two rounds of topic config sync")
+    sync_topic_acls_enabled: bool = _setting("sync.topic.acls.enabled", boolean, "true",
+                                             "whether topic ACLs are copied (read-only: ALLOW READ on mirrors)")
+    sync_topic_acls_interval_seconds: int = _setting("sync.topic.acls.interval.seconds", interval, "600",
+                                                     "seconds between two rounds of ACL sync")
+    emit_offset_syncs_enabled: bool = _setting(
+        "emit.offset-syncs.enabled", boolean, "true",
+        "whether offset-syncs are written; without them no checkpoints and no records lag")
     offset_syncs_topic_location: str = _setting("offset-syncs.topic.location", choice("source", "target"),
-                                                "source")
-    tasks_max: int = _setting("tasks.max", at_least(1, maximum=INT32_MAX), "1")
-    heartbeats_replication_enabled: bool = _setting("heartbeats.replication.enabled", boolean, "true")
+                                                "source", "which cluster holds the flow's offset-syncs topic")
+    tasks_max: int = _setting("tasks.max", at_least(1, maximum=INT32_MAX), "1",
+                              "MM2's task count; sparkmirror checks it and sizes its copy by Spark's cores")
+    heartbeats_replication_enabled: bool = _setting(
+        "heartbeats.replication.enabled", boolean, "true",
+        "whether the source's heartbeats topics are copied too (`A.heartbeats` on B)")
     exactly_once_support: str = "disabled"
     exactly_once_connector: str = "requested"
     props: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
@@ -215,6 +254,58 @@ _FLOW_SETTINGS: dict[str, tuple[str, object, str]] = {
     f.name: (f.metadata["key"], f.metadata["parse"], f.metadata["default"]) for f in fields(FlowConfig)
     if "key" in f.metadata}
 FLOW_DEFAULTS: dict[str, str] = {key: default for key, _, default in _FLOW_SETTINGS.values()}
+#: MM2 key -> what it does, for every key a FlowConfig field reads.
+FLOW_KEY_DESCRIPTIONS: dict[str, str] = {f.metadata["key"]: f.metadata["description"] for f in fields(FlowConfig)
+                                         if "key" in f.metadata}
+_UNUSED = "; sparkmirror accepts it and does not use it"
+#: The other keys MM2's connectors (MirrorSource/Checkpoint/HeartbeatConfig and Connect's
+#: ConnectorConfig) define, with what they mean to MM2: valid here, so no warning.
+OTHER_CONNECTOR_KEYS: dict[str, str] = {
+    "name": "the connector's name in Connect" + _UNUSED,
+    "connector.class": "which MM2 connector a Connect config runs" + _UNUSED,
+    "tasks.max.enforce": "whether Connect refuses more tasks than tasks.max" + _UNUSED,
+    "key.converter": "Connect's key converter (MM2 copies bytes)" + _UNUSED,
+    "value.converter": "Connect's value converter (MM2 copies bytes)" + _UNUSED,
+    "header.converter": "Connect's header converter (MM2 copies bytes)" + _UNUSED,
+    "config.action.reload": "whether Connect restarts a connector on config changes" + _UNUSED,
+    "transforms": "Connect single message transforms; sparkmirror copies records unchanged",
+    "predicates": "conditions for Connect transforms; sparkmirror copies records unchanged",
+    "errors.retry.timeout": "how long Connect retries a failed operation" + _UNUSED,
+    "errors.retry.delay.max.ms": "the longest wait between Connect's retries" + _UNUSED,
+    "errors.tolerance": "whether Connect skips records it cannot convert; sparkmirror never skips a record",
+    "errors.log.enable": "whether Connect logs record errors" + _UNUSED,
+    "errors.log.include.messages": "whether Connect's error log shows the records" + _UNUSED,
+    "source.cluster.alias": "the source alias of a Connect-run connector (in mm2.properties: the flow's)" + _UNUSED,
+    "target.cluster.alias": "the target alias of a Connect-run connector (in mm2.properties: the flow's)" + _UNUSED,
+    "admin.timeout.ms": "MM2's timeout for admin requests" + _UNUSED,
+    "forwarding.admin.class": "a custom admin client class for MM2's topic and ACL changes" + _UNUSED,
+    "metric.reporters": "MM2's JMX metric reporters; sparkmirror exports Prometheus metrics",
+    "topic.filter.class": "a custom topic filter class; sparkmirror supports the default filter only",
+    "config.property.filter.class": "a custom topic config filter class; sparkmirror supports the default only",
+    "group.filter.class": "a custom group filter class; sparkmirror supports the default filter only",
+    "consumer.poll.timeout.ms": "how long MM2's source task waits in one poll" + _UNUSED,
+    "use.incremental.alter.configs": "whether MM2 syncs topic configs with incremental alters" + _UNUSED,
+    "add.source.alias.to.metrics": "whether MM2's metrics carry the source alias" + _UNUSED,
+    **{old: f"the deprecated name of `{new}`, read as it" for old, new in DEPRECATED_ALIASES.items()},
+}
+#: Every key MM2's connectors define: the top-level keys that reach every flow.
+CONNECTOR_KEYS = frozenset(FLOW_DEFAULTS) | frozenset(OTHER_CONNECTOR_KEYS)
+
+
+def describe_key(key: str) -> str | None:
+    """What an MM2 connector key does, or None for a key MM2's connectors do not define."""
+    return FLOW_KEY_DESCRIPTIONS.get(key) or OTHER_CONNECTOR_KEYS.get(key)
+
+
+def keys_table() -> str:
+    """The Markdown table of every connector key (docs/configuration.md)."""
+    rows = ["| key | MM2's default | what it does |", "| --- | --- | --- |"]
+    for key, description in FLOW_KEY_DESCRIPTIONS.items():
+        default, text = FLOW_DEFAULTS[key].replace("|", "\\|"), description.replace("|", "\\|")
+        rows.append(f"| `{key}` | `{default}` | {text} |")
+    for key, description in OTHER_CONNECTOR_KEYS.items():
+        rows.append(f"| `{key}` | | {description} |")
+    return "\n".join(rows) + "\n"
 
 
 @dataclass
@@ -295,3 +386,9 @@ class MM2Config:
         if alias not in self.clusters:
             raise ConfigError(f"unknown cluster {alias!r}; clusters are {', '.join(self.clusters)}", file=self.path)
         return self.clusters[alias]
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(keys_table())

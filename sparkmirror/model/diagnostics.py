@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sparkmirror.errors import ConfigError, ConfigErrors, one_line
 from sparkmirror.model.clients import ROLES
+from sparkmirror.model.config import CONNECTOR_KEYS, ClusterConfig, ConfigWarning, FlowConfig, MM2Config
 from sparkmirror.model.filters import GroupFilter, TopicFilter
-from sparkmirror.model.layering import CONNECTOR_KEYS, DEPRECATED_ALIASES, ROLE_PREFIXES, Layout, is_cluster_client_key
+from sparkmirror.model.layering import DEPRECATED_ALIASES, ROLE_PREFIXES, Layout, is_cluster_client_key
 from sparkmirror.model.properties import Entry, Properties
 from sparkmirror.model.values import DEFAULT_POLICY, IDENTITY_POLICY
-
-if TYPE_CHECKING:
-    from sparkmirror.model.config import ClusterConfig, FlowConfig, MM2Config
 
 #: Keys that configure the offset-syncs topic or its clients: with emit.offset-syncs.enabled = false,
 #: MM2's MirrorSourceConnector.validate refuses the flow when any of them is set (KIP-1031).
@@ -41,19 +37,6 @@ _WORKER_PREFIXES = ("offset.storage", "config.storage", "status.storage", "key.c
 _FLOW_PASSTHROUGH_PREFIXES = ("consumer.", "producer.", "admin.", "source.", "target.", "replication.policy.",
                               "transforms.", "predicates.", "topic.creation.", "errors.", "exactly.once.support",
                               "transaction.boundary", "offsets.storage.topic")
-
-
-@dataclass(frozen=True)
-class ConfigWarning:
-    """Something MM2 would accept but that is probably not what the user meant."""
-
-    message: str
-    file: str
-    line: int | None
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: warning: {self.message}" if self.line else \
-            f"{self.file}: warning: {self.message}"
 
 
 class Diagnostics:

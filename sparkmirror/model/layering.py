@@ -37,24 +37,6 @@ DEPRECATED_ALIASES = {
     "config.properties.blacklist": "config.properties.exclude",
 }
 
-# Names the three MM2 connectors define (MirrorSource/Checkpoint/HeartbeatConfig +
-# Connect's ConnectorConfig): the top-level keys that reach every flow.
-CONNECTOR_KEYS = frozenset("""
-name connector.class tasks.max tasks.max.enforce key.converter value.converter header.converter
-config.action.reload transforms predicates errors.retry.timeout errors.retry.delay.max.ms errors.tolerance
-errors.log.enable errors.log.include.messages enabled source.cluster.alias target.cluster.alias admin.timeout.ms
-replication.policy.class replication.policy.separator replication.policy.internal.topic.separator.enabled
-forwarding.admin.class metric.reporters topics topics.exclude topics.blacklist config.properties.exclude
-config.properties.blacklist topic.filter.class config.property.filter.class consumer.poll.timeout.ms
-refresh.topics.enabled refresh.topics.interval.seconds sync.topic.configs.enabled
-sync.topic.configs.interval.seconds use.incremental.alter.configs sync.topic.acls.enabled
-sync.topic.acls.interval.seconds replication.factor offset-syncs.topic.replication.factor offset.lag.max
-offset-syncs.topic.location add.source.alias.to.metrics emit.offset-syncs.enabled groups groups.exclude
-groups.blacklist group.filter.class refresh.groups.enabled refresh.groups.interval.seconds
-emit.checkpoints.enabled emit.checkpoints.interval.seconds sync.group.offsets.enabled
-sync.group.offsets.interval.seconds checkpoints.topic.replication.factor emit.heartbeats.enabled
-emit.heartbeats.interval.seconds heartbeats.topic.replication.factor heartbeats.replication.enabled
-""".split())
 #: The prefixes of the per-role client keys (``consumer.``, ``producer.``, ``admin.``).
 ROLE_PREFIXES = tuple(f"{role}." for role in ROLES)
 
@@ -74,10 +56,11 @@ class Layout:
     clusters_line: int
 
 
-def flow_entries(layout: Layout, source: str, target: str) -> dict[str, Entry]:
-    """The connector settings of flow source->target: the top-level ones, overridden by its ``A->B.`` keys."""
+def flow_entries(layout: Layout, source: str, target: str, connector_keys: frozenset[str]) -> dict[str, Entry]:
+    """The connector settings of flow source->target: the top-level ones among ``connector_keys``
+    (sparkmirror.model.config.CONNECTOR_KEYS), overridden by its ``A->B.`` keys."""
     effective = {k: e for k, e in layout.top.items()
-                 if k in CONNECTOR_KEYS or k.startswith(("replication.policy.", "config.providers"))}
+                 if k in connector_keys or k.startswith(("replication.policy.", "config.providers"))}
     effective.update(layout.flow_keys.get((source, target), {}))
     return effective
 

@@ -7,7 +7,7 @@ setting parsed by its type's parser, every problem collected by
 
 from __future__ import annotations
 
-from sparkmirror.model.config import (FLOW_DEFAULTS, _FLOW_SETTINGS, _HOST_PORT, ClusterConfig, FlowConfig,
+from sparkmirror.model.config import (CONNECTOR_KEYS, FLOW_DEFAULTS, _FLOW_SETTINGS, _HOST_PORT, ClusterConfig, FlowConfig,
                                       MM2Config, ReferenceResolver)
 from sparkmirror.model.diagnostics import Diagnostics
 from sparkmirror.model.layering import DEPRECATED_ALIASES, Layout, flow_entries
@@ -139,7 +139,7 @@ class _Builder:
         return ClusterConfig(alias, ",".join(hosts), {k: e.value for k, e in keys.items()}, entry.line)
 
     def _flow(self, source: str, target: str, layout: Layout) -> FlowConfig:
-        effective = flow_entries(layout, source, target)
+        effective = flow_entries(layout, source, target, CONNECTOR_KEYS)
         for old, new in DEPRECATED_ALIASES.items():
             if old in effective:
                 entry = effective.pop(old)

@@ -590,3 +590,18 @@ def test_offset_syncs_location_follows_offset_syncs_topic_location(location, exp
     flow = config.flow("a", "b")
     assert flow.offset_syncs_location == expected
     assert flow.offset_syncs_cluster == expected[0]
+
+
+def test_every_connector_key_says_what_it_does_and_the_docs_table_is_generated_from_it():
+    from pathlib import Path
+
+    from sparkmirror.model import config as model
+
+    assert model.CONNECTOR_KEYS == frozenset(model.FLOW_KEY_DESCRIPTIONS) | frozenset(model.OTHER_CONNECTOR_KEYS)
+    assert all(len(model.describe_key(k) or "") > 15 for k in model.CONNECTOR_KEYS)
+    assert model.describe_key("not.a.key") is None
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    start = doc.index("\n", doc.index("<!-- mm2-keys")) + 1
+    assert doc[start:doc.index("<!-- /mm2-keys -->")] == model.keys_table(), \
+        "regenerate the table in docs/configuration.md with: python -m sparkmirror.model.config"
+

@@ -164,3 +164,13 @@ def test_help_explains_the_command(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "FILE:LINE" in out and "--json" in out and "exit status" in out
+
+
+def test_json_says_what_each_key_of_a_flow_does_where_it_was_set_and_its_default(capsys):
+    code, out, _ = run(capsys, "--json", str(CONFIGS / "dev-primary-dr.properties"))
+    assert code == 0
+    keys = next(f for f in json.loads(out)["flows"] if f["name"] == "primary->dr")["keys"]
+    assert keys["emit.checkpoints.interval.seconds"] == {
+        "value": "10", "default": "60", "line": 25, "description": "seconds between two rounds of checkpoints"}
+    assert keys["topics"]["line"] is None and keys["topics"]["value"] == keys["topics"]["default"]
+    assert all(k["description"] for k in keys.values())
