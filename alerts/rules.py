@@ -71,6 +71,7 @@ class AlertRule:
 
 def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
     """Every rule, with the config's selector, thresholds and durations."""
+    # Long by design: one declarative list of the rules, read top to bottom like the rule file.
     t = config.thresholds
 
     def sel(spec: m.MetricSpec, *matchers: str) -> str:

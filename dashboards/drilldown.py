@@ -18,6 +18,7 @@ TITLE = "sparkmirror: drill-down"
 
 
 def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
+    # Long by design: the panels in the order the dashboard shows them, row by row.
     t = config.thresholds
     grid = ui.Grid()
 

@@ -19,6 +19,7 @@ TITLE = "sparkmirror: replication overview"
 
 
 def build(drilldown_uid: str, config: Config = DEFAULT) -> g.Dashboard:
+    # Long by design: the panels in the order the dashboard shows them, row by row.
     t = config.thresholds
     grid = ui.Grid()
     grid.add(ui.stat(

@@ -16,6 +16,8 @@
 - ``configfile``: reading mm2.properties (config providers included) into that model.
 - ``artifacts``: the pinned jars (Kafka, MM2, Spark's connector) and their cache.
 - ``signals``: SIGTERM and SIGINT turned into an event without work in a handler.
+- ``lifecycle``: components started in order, unwound in reverse when one fails, stopped
+  in reverse; both coordinators run their parts in it.
 
 Nothing here imports ``replicator``, ``monitor`` or ``sparkmirror_cli``.
 """
