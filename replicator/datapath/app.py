@@ -1,6 +1,6 @@
 """The Spark application of a replicate run: one session for every enabled flow.
 
-``start()`` chooses each flow's data path (``realtime.choose_path``) and starts the
+``start()`` chooses each flow's data path (``pathpolicy``) and starts the
 Spark session with task slots for it; ``fit(changed)`` moves real-time flows to
 micro-batches (and back) when a topic set changed the slots they need;
 ``supervise()`` looks after every flow's query (``FlowReplicator.check_query``);
@@ -14,6 +14,8 @@ import logging
 import os
 import threading
 import time
+
+from replicator.settings import MICRO_BATCH
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -39,11 +41,11 @@ class SparkApp:
         real-time partitions plus headroom for new ones (threads, not cores: a real-time
         task mostly waits for records); micro-batch copy tasks stay at one per core.
         """
-        from replicator.datapath import realtime
+        from replicator.datapath import pathpolicy, realtime
         from replicator.datapath.spark import DEFAULT_LOCAL_MASTER, build_session, under_spark_submit
 
         unavailable = None
-        if any(fr.data_path != realtime.MICRO_BATCH for fr in self.flows):
+        if any(fr.data_path != MICRO_BATCH for fr in self.flows):
             unavailable = realtime.writer_available()
         self._writer_unavailable = unavailable
         for fr in self.flows:
@@ -52,14 +54,14 @@ class SparkApp:
         cores = os.cpu_count() or 2
         master = self.master
         extra_jars = []
-        if rt_partitions or any(fr.data_path != realtime.MICRO_BATCH and not fr.flow.exactly_once
+        if rt_partitions or any(fr.data_path != MICRO_BATCH and not fr.flow.exactly_once
                                 for fr in self.flows):
             if unavailable is None:
                 from replicator.datapath import jvmwriter
 
                 extra_jars.append(str(jvmwriter.ensure_jar()))
         if master is None and not under_spark_submit() and extra_jars:
-            master = f"local[{cores + rt_partitions + realtime.SLOT_HEADROOM},4]"
+            master = f"local[{cores + rt_partitions + pathpolicy.SLOT_HEADROOM},4]"
         self.spark = build_session(master, ui=self.ui, conf=self.spark_conf, extra_jars=extra_jars,
                                    settings=self.settings)
         if any(fr.realtime for fr in self.flows):
@@ -85,7 +87,7 @@ class SparkApp:
         """Real-time flows that no longer fit in the task slots go to micro-batches (and back)."""
         used = 0
         for fr in self.flows:
-            if fr is changed or fr.data_path == "micro-batch":
+            if fr is changed or fr.data_path == MICRO_BATCH:
                 continue
             if fr.realtime or fr.catching_up_first:
                 if used + fr.partitions > self._slots:

@@ -3,7 +3,7 @@
 The query reads in Spark's real-time mode (the default once caught up), in
 micro-batches over the direct source (a backlog first, or a flow that cannot run in
 real time), or over Spark's Kafka source (``--source kafka``, exactly-once flows);
-``realtime.choose_path`` decides. In micro-batches (``foreachBatch``) the executors
+``pathpolicy.PathPolicy`` decides. In micro-batches (``foreachBatch``) the executors
 write the batch's records and return where they landed as runs; the driver hands
 them to the flow's OffsetSyncWriter (replicator.datapath.offsetsyncs_writer), which
 counts them and writes their offset-syncs, and only then lets Spark commit the
@@ -35,8 +35,9 @@ from replicator.datapath import checkpoint_layout as layout, realtime
 from replicator.datapath.eos_writer import EOS_RUN_SCHEMA_DDL, EosWriterSpec, progress_group, write_partition_eos
 from replicator.datapath.isr import short_of_replicas
 from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
+from replicator.datapath.pathpolicy import Choice, PathPolicy
 from replicator.metrics import metrics
-from replicator.settings import ReplicatorSettings
+from replicator.settings import REAL_TIME, ReplicatorSettings
 from replicator.datapath.writer import ERROR_MARKER, RUN_SCHEMA_DDL, WriterSpec, write_partition, writer_producer_config
 from sparkmirror.errors import SparkmirrorError
 from replicator.kafkaclients import client_conf, watermarks
@@ -53,10 +54,6 @@ def stop_grace(real_time: bool, interval: float, local: bool = True) -> float:
     next checkpoint (every ``interval`` seconds) to come (realtime.stop_wait_seconds)."""
     return realtime.stop_wait_seconds(GRACEFUL_STOP_S, interval) if real_time and not local else GRACEFUL_STOP_S
 
-#: After auto left real time because it could not keep up, micro-batches for at least
-#: ``fall_back_hold`` seconds, doubling with every further fall-back up to this cap
-#: (see FlowReplicator.fall_back).
-FALL_BACK_HOLD_MAX_S = 960.0
 #: A failed query is restarted from its checkpoint after this many seconds, doubling to the cap.
 RESTART_BACKOFF_S = (5.0, 60.0)
 #: A batch running longer than this is reported (and again every as long), naming the cluster it waits for.
@@ -132,9 +129,8 @@ class FlowReplicator:
                  source_admin, target_admin, topics, starting_offsets):
         self.config = config
         self.settings = settings
-        self.data_path = settings.data_path  # --data-path: auto, real-time or micro-batch
-        #: The path the query runs on (realtime.Choice), decided by choose_path before it starts.
-        self.path = realtime.Choice(realtime.MICRO_BATCH, "not decided")
+        #: The path the query runs on, decided by choose_path before it starts.
+        self._paths = PathPolicy(settings, exactly_once=flow.exactly_once, flow_name=f"{flow.source}->{flow.target}")
         self.copy_tasks: int | None = None  # direct source tasks per batch (default: Spark's parallelism)
         self._counters: realtime.Counters | None = None
         self._started_at: dict[str, dict[str, int]] = {}  # the running query's startingOffsets
@@ -142,10 +138,6 @@ class FlowReplicator:
         self._last_rt_batch: int | None = None
         self._rt_batch_started = time.monotonic()  # when the running real-time batch began
         self._rt_copied_at = time.monotonic()  # when the real-time writers last reported copied records
-        self.realtime_eligible = False
-        self.catching_up_first = False  # auto: in micro-batches until caught up, then real time
-        self.fell_back = 0  # auto: times the flow left real time because it could not keep up
-        self._realtime_not_before = 0.0  # after falling back: no real time before this (monotonic)
         self.source_mode = settings.source_mode
         self.flow = flow
         self.spark = spark
@@ -186,34 +178,34 @@ class FlowReplicator:
         return sum(self.assignment.values())
 
     @property
-    def realtime(self) -> bool:
-        return self.path.path == realtime.REAL_TIME
+    def path(self) -> Choice:
+        return self._paths.path
 
-    def choose_path(self, writer_unavailable: str | None, slots_free: int | None = None) -> realtime.Choice:
+    @property
+    def data_path(self) -> str:
+        return self._paths.data_path
+
+    @property
+    def realtime(self) -> bool:
+        return self._paths.realtime
+
+    @property
+    def realtime_eligible(self) -> bool:
+        return self._paths.realtime_eligible
+
+    @property
+    def catching_up_first(self) -> bool:
+        """auto: in micro-batches until caught up, then real time."""
+        return self._paths.catching_up_first
+
+    def choose_path(self, writer_unavailable: str | None, slots_free: int | None = None) -> Choice:
         """Decide (again) which data path the query runs on; ``slots_free``: real-time task slots
         left for this flow (None: not limited here)."""
-        choice = realtime.choose_path(self.data_path, exactly_once=self.flow.exactly_once,
-                                      source_mode=self.source_mode, capped=bool(self.max_records_per_batch),
-                                      partitions=self.partitions, writer_unavailable=writer_unavailable)
-        if choice.path == realtime.REAL_TIME and slots_free is not None and self.partitions > slots_free:
-            choice = realtime.Choice(realtime.MICRO_BATCH, f"{self.partitions} partitions need as many task slots "
-                                     f"and {slots_free} are free (give the application more cores: local[N], or "
-                                     "more executors or spark.cores.max on a cluster)")
-        self.realtime_eligible = choice.path == realtime.REAL_TIME
-        self.catching_up_first = False
-        if choice.path == realtime.REAL_TIME and self.data_path == "auto":
-            backlog = self._backlog_estimate()
-            if backlog is not None and backlog >= self.settings.catch_up_first_records:
-                self.catching_up_first = True
-                choice = realtime.Choice(realtime.MICRO_BATCH, f"{backlog:,} records behind: catching up in "
-                                         "micro-batches first (more records per second), then real time")
-        if self.data_path == realtime.REAL_TIME and choice.path != realtime.REAL_TIME:
-            raise SparkmirrorError(f"flow {self.name} cannot run on the real-time path: {choice.reason}",
-                                   hint="use --data-path auto (the default) to fall back to micro-batches")
-        if choice != self.path:
-            (log.info if choice.path == realtime.REAL_TIME or self.data_path == realtime.MICRO_BATCH
-             or self.catching_up_first else log.warning)("flow %s: %s data path: %s", self.name, choice.path, choice.reason)
-        self.path = choice
+        choice, changed = self._paths.choose(partitions=self.partitions, writer_unavailable=writer_unavailable,
+                                             slots_free=slots_free, backlog=self._backlog_estimate)
+        if changed:
+            (log.info if self._paths.expected(choice) else log.warning)(
+                "flow %s: %s data path: %s", self.name, choice.path, choice.reason)
         return choice
 
     def _backlog_estimate(self) -> int | None:
@@ -236,7 +228,7 @@ class FlowReplicator:
     @property
     def may_fall_back(self) -> bool:
         """auto leaves real time for micro-batches when real time cannot keep up (catchup.FallBehind)."""
-        return self.data_path == "auto" and not self._closed
+        return self._paths.falls_back and not self._closed
 
     def fall_back(self, backlog: int, copy_rate: float, source_rate: float, seconds: float) -> None:
         """The progress loop saw the real-time query stay behind: catch up in micro-batches, then real
@@ -247,32 +239,25 @@ class FlowReplicator:
         with self._query_lock:
             if self._closed or self._restart_at is not None or not self.realtime:
                 return
-            hold = min(self.settings.fall_back_hold * 2 ** self.fell_back, FALL_BACK_HOLD_MAX_S)
-            self.fell_back += 1
-            self._realtime_not_before = time.monotonic() + hold
+            now, hold = time.monotonic(), self._paths.next_hold()
             log.warning("flow %s: real time cannot keep up: %s records behind for %.0f s, copying %s records/s "
                         "while the source adds %s: catching up in micro-batches (more records per second), "
                         "then real time again once caught up, not before %.0f s from now",
                         self.name, f"{backlog:,}", seconds, f"{copy_rate:,.0f}", f"{source_rate:,.0f}", hold)
             self._stop_query()  # the micro-batches start where the real-time writers got to (a checkpoint on a cluster)
-            self.catching_up_first = True
-            self.path = realtime.Choice(realtime.MICRO_BATCH, "real time could not keep up: catching up in "
-                                        "micro-batches first")
+            self._paths.fall_back(now)
             self._start_query()
 
     def caught_up(self) -> None:
         """The progress loop saw the backlog gone: a flow that caught up in micro-batches goes real time."""
-        if not self.catching_up_first or self._closed:
-            return
-        if time.monotonic() < self._realtime_not_before:
-            return  # fell back from real time lately: micro-batches a while longer
+        if self._closed or not self._paths.may_go_real_time(time.monotonic()):
+            return  # not catching up, or fell back from real time lately: micro-batches a while longer
         with self._query_lock:
             if self._closed or self._restart_at is not None:
                 return
-            self.catching_up_first = False
             log.info("flow %s: caught up: switching to the real-time data path", self.name)
             self._stop_query()  # between micro-batches: the real-time query starts where the last one ended
-            self.path = realtime.Choice(realtime.REAL_TIME, "caught up")
+            self._paths.go_real_time()
             self._start_query()
 
     # -- topics ---------------------------------------------------------------------
@@ -337,7 +322,7 @@ class FlowReplicator:
             return
         path = self.path.path
         self._handover_start = layout.prepare_checkpoint(self.checkpoint_dir, path, self.name)
-        if path == realtime.REAL_TIME:
+        if path == REAL_TIME:
             self._start_realtime_query()
             return
         spec = self._writer_spec()
@@ -382,7 +367,7 @@ class FlowReplicator:
         capped = realtime.cap_batch_size(producer_conf, limits)
         if capped:
             log.warning("flow %s: cluster %s: %s", self.name, self.flow.target, capped)
-        ckpt = layout.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        ckpt = layout.checkpoint_dir(self.checkpoint_dir, REAL_TIME)
         self._check_realtime_resume(ckpt)
         shards = layout.shard_assignment(self.assignment, self.settings.real_time_shards)
         interval = self.settings.real_time_checkpoint_interval
@@ -455,7 +440,7 @@ class FlowReplicator:
                         "fell below offset %d, which the copy had reached; copying it again from its earliest offset "
                         "%d, as MM2 does", self.name, self.flow.source, topic, partition, old, new)
         if losses or resets:
-            layout.restart_from(self.checkpoint_dir, realtime.REAL_TIME, adjusted)
+            layout.restart_from(self.checkpoint_dir, REAL_TIME, adjusted)
             self._handover_start = adjusted
 
     def _starting_offsets(self, ckpt: Path) -> str:
@@ -649,9 +634,9 @@ class FlowReplicator:
         problem = self._counters.flush_all(GRACEFUL_STOP_S)
         if problem is not None:
             return problem
-        ckpt = layout.checkpoint_dir(self.checkpoint_dir, realtime.REAL_TIME)
+        ckpt = layout.checkpoint_dir(self.checkpoint_dir, REAL_TIME)
         resume = layout.resume_after_stop(layout.resume_base(ckpt, self._started_at), self._counters.positions())
-        layout.restart_from(self.checkpoint_dir, realtime.REAL_TIME, resume)
+        layout.restart_from(self.checkpoint_dir, REAL_TIME, resume)
         return None
 
     def close(self) -> None:

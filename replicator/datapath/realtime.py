@@ -8,26 +8,17 @@ each one with the same partition, key, value, headers and timestamp and writes M
 offset-syncs from the delivery reports. A failure replays from the last checkpointed
 batch: duplicates, never loss.
 
-Which path a flow takes (``choose_path``): real-time unless the flow is exactly-once
-(one transaction per source partition and micro-batch), ``--source kafka`` or
-``--max-records-per-batch`` asks for micro-batches, the writer cannot be built here,
-or the flow has more partitions than real-time task slots (each partition holds a
-task slot for as long as the query runs).
-
-Where each path's checkpoint lives and how a flow hands over between them:
-``checkpoint_layout``.
+Which path a flow takes: ``pathpolicy``; where each path's checkpoint lives and how a
+flow hands over between them: ``checkpoint_layout``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("sparkmirror.replicate")
-
-from replicator.settings import MICRO_BATCH, REAL_TIME
 
 
 #: How the real-time source's consumers fetch unless the source cluster's consumer settings say
@@ -65,52 +56,6 @@ def stop_wait_seconds(grace: float, interval: float) -> float:
     """How long a clean stop waits for a real-time batch boundary: at least ``grace``, and long
     enough for one boundary to come (a stop at a boundary copies nothing twice on restart)."""
     return max(grace, interval + 2.0)
-
-
-#: A flow with more partitions than this runs in micro-batches: each partition is a task
-#: (a thread and a Kafka consumer) for as long as the query runs.
-MAX_REALTIME_PARTITIONS = 256
-#: Spare local task slots beyond today's partitions, for topics that appear or grow.
-SLOT_HEADROOM = 16
-
-
-@dataclass(frozen=True)
-class Choice:
-    path: str
-    reason: str
-
-
-def choose_path(requested: str, *, exactly_once: bool, source_mode: str, capped: bool, partitions: int,
-                writer_unavailable: str | None) -> Choice:
-    """The data path of one flow (pure; ``requested`` is --data-path)."""
-    if requested == MICRO_BATCH:
-        return Choice(MICRO_BATCH, "--data-path micro-batch")
-    reasons = []
-    if exactly_once:
-        reasons.append("exactly-once commits one transaction per source partition and micro-batch")
-    if source_mode == "kafka":
-        reasons.append("--source kafka reads in micro-batches")
-    if capped:
-        reasons.append("--max-records-per-batch caps micro-batches")
-    if writer_unavailable:
-        reasons.append(f"the real-time writer is not available: {writer_unavailable}")
-    if partitions > MAX_REALTIME_PARTITIONS:
-        reasons.append(f"{partitions} partitions are more than {MAX_REALTIME_PARTITIONS}, the most a real-time "
-                       "query runs (one long-lived task each)")
-    if reasons:
-        return Choice(MICRO_BATCH, "; ".join(reasons))
-    return Choice(REAL_TIME, "records are copied as they arrive")
-
-
-def local_slots(master: str | None) -> int | None:
-    """Task slots of a ``local[N]``/``local[N,F]`` master; None for ``local[*]`` or a cluster."""
-    if not master or not master.startswith("local"):
-        return None
-    if master == "local":
-        return 1
-    inner = master[master.find("[") + 1:master.rfind("]")]
-    first = inner.split(",")[0].strip()
-    return int(first) if first.isdigit() else None
 
 
 # -- the JVM writer ----------------------------------------------------------------------------

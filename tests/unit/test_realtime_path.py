@@ -1,45 +1,11 @@
-"""The real-time path's pure decisions: which path a flow takes, its producer settings, its options."""
+"""The real-time path's pure decisions: producer settings, checkpoint interval, shards, fetches."""
 
 from __future__ import annotations
 
 import pytest
 
 from replicator.datapath import realtime
-from replicator.datapath.realtime import MICRO_BATCH, REAL_TIME
 from replicator.settings import MAX_SHARDS, ReplicatorSettings
-
-
-def choose(requested="auto", **kw):
-    args = dict(exactly_once=False, source_mode="direct", capped=False, partitions=12, writer_unavailable=None)
-    args.update(kw)
-    return realtime.choose_path(requested, **args)
-
-
-def test_auto_takes_real_time_for_a_plain_flow():
-    assert choose().path == REAL_TIME
-
-
-@pytest.mark.parametrize("kw, words", [
-    ({"exactly_once": True}, "exactly-once"),
-    ({"source_mode": "kafka"}, "--source kafka"),
-    ({"capped": True}, "--max-records-per-batch"),
-    ({"writer_unavailable": "no 'javac'"}, "no 'javac'"),
-    ({"partitions": realtime.MAX_REALTIME_PARTITIONS + 1}, "partitions"),
-])
-def test_auto_falls_back_to_micro_batches_and_says_why(kw, words):
-    c = choose(**kw)
-    assert c.path == MICRO_BATCH
-    assert words in c.reason
-
-
-def test_micro_batch_when_asked():
-    assert choose("micro-batch").path == MICRO_BATCH
-
-
-@pytest.mark.parametrize("master, slots", [("local[4]", 4), ("local[40,4]", 40), ("local", 1), ("local[*]", None),
-                                           ("local[*,4]", None), ("spark://h:7077", None), (None, None)])
-def test_local_slots(master, slots):
-    assert realtime.local_slots(master) == slots
 
 
 def test_java_producer_keeps_order_without_idempotence():
