@@ -7,8 +7,8 @@ re-created. OffsetSyncWriter.read_runs turns the runs into MM2 offset-syncs (MM2
 emission rule, exact downstream offsets from the delivery reports:
 sparkmirror.model.offsets), reports what the source lost, and counts what the batch
 copied; send() writes the syncs, together with the pending newest sync of every
-partition, to partition 0 of the flow's offset-syncs topic. The flow's query
-(replicator.datapath.flow) lets Spark commit the batch only after send() returned,
+partition, to partition 0 of the flow's offset-syncs topic. The micro-batch runner
+(replicator.datapath.microbatch) lets Spark commit the batch only after send() returned,
 so a crash before it replays the batch: duplicates, never loss.
 
 In real-time mode the JVM writer writes the offset-syncs itself, with the producer

@@ -66,7 +66,7 @@ def test_real_time_options_out_of_range_stop_the_command_before_spark(tmp_path, 
 
 
 def test_a_stop_waits_for_a_checkpoint_only_where_the_driver_cannot_read_the_writers():
-    from replicator.datapath.flow import GRACEFUL_STOP_S, stop_grace
+    from replicator.datapath.runner import GRACEFUL_STOP_S, stop_grace
 
     assert stop_grace(real_time=True, interval=60.0, local=True) == GRACEFUL_STOP_S
     assert stop_grace(real_time=True, interval=60.0, local=False) == 62.0
