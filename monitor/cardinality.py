@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from sparkmirror import metrics as m
 from monitor.readiness import GroupFailover
-from monitor.evaluator import (ClusterResult, Evaluation, FlowResult, GroupPartitionResult, GroupResult,
-                               HeartbeatResult, PartitionResult, TopicResult)
+from monitor.evaluator.results import (ClusterResult, Evaluation, FlowResult, GroupPartitionResult, GroupResult,
+                                       HeartbeatResult, PartitionResult, TopicResult)
 from monitor.exporters.samples import samples
 
 PARTITIONS = 10_000

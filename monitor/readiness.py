@@ -51,7 +51,7 @@ import math
 from dataclasses import dataclass, field
 
 from sparkmirror.metrics import FAILOVER_REASONS
-from monitor.state import CheckpointRecord, FlowState, TopicRetention
+from monitor.facts import CheckpointRecord, FlowState, TopicRetention
 
 NO_CHECKPOINT, BEHIND_SYNCS, WOULD_SKIP, PAST_TARGET_END, REREAD_RECORDS, REREAD_SECONDS = FAILOVER_REASONS
 

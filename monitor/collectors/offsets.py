@@ -24,7 +24,7 @@ Two loops per flow, so that the cost of a refresh follows what changed:
 
 A refresh that fails on either cluster records nothing: the previous figures
 stay (with their ``read_at``) and the cluster shows as down once that lasts
-(``monitor.state.DOWN_AFTER_SECONDS``). Partitions that fail alone (their
+(``monitor.facts.DOWN_AFTER_SECONDS``). Partitions that fail alone (their
 leader's broker is down) keep their previous figures while the rest are read;
 see ``ClusterClient.list_offsets``.
 """

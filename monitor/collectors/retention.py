@@ -13,7 +13,8 @@ import time
 
 from monitor.collectors.cluster import ClusterClient
 from monitor.collectors.periodic import refresh_forever
-from monitor.state import MonitorState, TopicRetention
+from monitor.facts import TopicRetention
+from monitor.state import MonitorState
 from monitor.watch import MonitorOptions, WatchedFlow
 
 log = logging.getLogger(__name__)

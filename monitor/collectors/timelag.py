@@ -30,7 +30,8 @@ from dataclasses import replace
 
 from monitor.collectors.cluster import ClusterClient, ClusterUnavailable, first_records
 from monitor.lag import records_lag
-from monitor.state import MonitorState, PartitionState, Probe
+from monitor.facts import PartitionState, Probe
+from monitor.state import MonitorState
 
 
 def needs_probe(part: PartitionState) -> bool:

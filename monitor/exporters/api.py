@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from monitor import catchup
-from monitor.evaluator import Evaluation, FlowResult, GroupResult, PartitionResult
+from monitor.evaluator.results import Evaluation, FlowResult, GroupResult, PartitionResult
 from monitor.exporters.samples import histogram
 
 SCHEMA_VERSION = 1

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from monitor.evaluator import Evaluation
+from monitor.evaluator.results import Evaluation
 from monitor.exporters import page
 from monitor.exporters.api import status_document
 from monitor.exporters.prometheus import CONTENT_TYPE, render_on_loop

@@ -7,7 +7,7 @@ counters (cumulative, read from the Evaluation like the Prometheus exporter),
 and the heartbeat latency is a real histogram fed by every latency sample. An
 OTel histogram records samples, not the cumulative bucket counts the Prometheus
 exporter reads, so the exporter takes the samples the state kept since its last
-read (``latency_samples``, ``monitor.state.LatencySamples``) whenever a reader
+read (``latency_samples``, ``monitor.windows.LatencySamples``) whenever a reader
 collects: before any instrument is read, each sample once. Nothing pushes into
 the exporter.
 
@@ -37,7 +37,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 
 from sparkmirror import metrics as m
-from monitor.evaluator import Evaluation
+from monitor.evaluator.results import Evaluation
 from monitor.exporters.samples import samples, served_specs
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from prometheus_client.utils import floatToGoString
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from sparkmirror import metrics as m
-from monitor.evaluator import Evaluation
+from monitor.evaluator.results import Evaluation
 from monitor.pacing import STEP_SECONDS, Pacer, finish, run_in_steps
 from monitor.exporters.samples import (histogram, partition_figures, partition_level, partition_samples, samples,
                                       served_specs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from monitor import catchup
-from monitor.evaluator import Evaluation, FlowResult, PartitionResult
+from monitor.evaluator.results import Evaluation, FlowResult, GroupResult, PartitionResult, TopicResult
 from monitor.readiness import Headroom
 from sparkmirror import metrics as m
 
@@ -101,43 +101,51 @@ def _flow(f: FlowResult, topic_level: bool, per_partition: bool, watched_seconds
         yield m.COLLECTOR_DURATION, (collector, f.name), seconds
     if topic_level:
         for t in f.topics:
-            labels = (f.name, t.topic)
-            yield m.DATA_LOST_RECORDS, labels, float(t.lost_total)
-            if t.lag_records is not None:
-                yield m.TOPIC_LAG_RECORDS, labels, float(t.lag_records)
-            if t.lag_seconds is not None:
-                yield m.TOPIC_LAG_SECONDS, labels, t.lag_seconds
-            headroom = _headroom(t.retention_headroom_seconds, t.retention_unlimited)
-            if headroom is not None:
-                yield m.TOPIC_RETENTION_HEADROOM, labels, headroom
+            yield from _topic_samples(f.name, t)
     if per_partition and partitions:
         for p in f.partitions:
             if not (only_not_ok and p.status == "OK"):
                 yield from partition_samples(f.name, p)
     for grp in f.groups:
-        labels = (f.name, grp.group)
-        yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
-        yield m.GROUP_CHECKPOINT_LAG, labels, float(grp.lag_records)
-        yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
-        yield m.GROUP_CHECKPOINT_STALE, labels, float(grp.stale)
-        fo = grp.failover
-        if fo is not None:
-            yield m.FAILOVER_READY, labels, 1.0 if fo.ready else 0.0
-            for reason in m.FAILOVER_REASONS:
-                yield m.FAILOVER_BLOCKED, (*labels, reason), 1.0 if reason in fo.blockers else 0.0
-            yield m.FAILOVER_REREAD_RECORDS, labels, float(fo.reread_records)
-            if fo.reread_seconds is not None:
-                yield m.FAILOVER_REREAD_SECONDS, labels, fo.reread_seconds
-            yield m.FAILOVER_SKIPPED_RECORDS, labels, float(fo.skipped_records)
-        if per_partition:
-            for gp in grp.partitions:
-                if only_not_ok and gp.state == "ok" and not gp.lag_records:
-                    continue
-                gl = (f.name, grp.group, gp.topic, str(gp.partition))
-                if gp.age_seconds is not None:
-                    yield m.CHECKPOINT_AGE, gl, gp.age_seconds
-                if gp.lag_records is not None:
-                    yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
+        yield from _group_samples(f.name, grp, per_partition, only_not_ok)
+
+
+def _topic_samples(flow: str, t: TopicResult) -> Iterator[Sample]:
+    labels = (flow, t.topic)
+    yield m.DATA_LOST_RECORDS, labels, float(t.lost_total)
+    if t.lag_records is not None:
+        yield m.TOPIC_LAG_RECORDS, labels, float(t.lag_records)
+    if t.lag_seconds is not None:
+        yield m.TOPIC_LAG_SECONDS, labels, t.lag_seconds
+    headroom = _headroom(t.retention_headroom_seconds, t.retention_unlimited)
+    if headroom is not None:
+        yield m.TOPIC_RETENTION_HEADROOM, labels, headroom
+
+
+def _group_samples(flow: str, grp: GroupResult, per_partition: bool, only_not_ok: bool) -> Iterator[Sample]:
+    labels = (flow, grp.group)
+    yield m.GROUP_CHECKPOINT_AGE, labels, grp.age_seconds
+    yield m.GROUP_CHECKPOINT_LAG, labels, float(grp.lag_records)
+    yield m.GROUP_CHECKPOINT_MISSING, labels, float(grp.missing)
+    yield m.GROUP_CHECKPOINT_STALE, labels, float(grp.stale)
+    fo = grp.failover
+    if fo is not None:
+        yield m.FAILOVER_READY, labels, 1.0 if fo.ready else 0.0
+        for reason in m.FAILOVER_REASONS:
+            yield m.FAILOVER_BLOCKED, (*labels, reason), 1.0 if reason in fo.blockers else 0.0
+        yield m.FAILOVER_REREAD_RECORDS, labels, float(fo.reread_records)
+        if fo.reread_seconds is not None:
+            yield m.FAILOVER_REREAD_SECONDS, labels, fo.reread_seconds
+        yield m.FAILOVER_SKIPPED_RECORDS, labels, float(fo.skipped_records)
+    if per_partition:
+        for gp in grp.partitions:
+            if only_not_ok and gp.state == "ok" and not gp.lag_records:
+                continue
+            gl = (flow, grp.group, gp.topic, str(gp.partition))
+            if gp.age_seconds is not None:
+                yield m.CHECKPOINT_AGE, gl, gp.age_seconds
+            if gp.lag_records is not None:
+                yield m.CHECKPOINT_LAG, gl, float(gp.lag_records)
 
 
 def partition_samples(flow: str, p: PartitionResult) -> Iterator[Sample]:

@@ -9,7 +9,8 @@ import pytest
 from monitor import lag
 from monitor.collectors.timelag import needs_probe
 from monitor.evaluator import EvaluatorSettings, evaluate
-from monitor.state import MonitorState, OffsetsRow, Probe
+from monitor.facts import Probe
+from monitor.state import MonitorState, OffsetsRow
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
 
@@ -570,7 +571,7 @@ def test_a_partition_that_failed_alone_keeps_its_figures_and_unwatched_ones_go()
 def test_one_failed_request_among_successes_does_not_flip_cluster_up():
     """One slow broker failing one of several calls must not make sparkmirror_cluster_up 0 (and page)
     until the next refresh: a cluster that answered is down only after consecutive failures over time."""
-    from monitor.state import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
+    from monitor.facts import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
 
     state, clock = make_state()
     state.cluster_ok("b")
@@ -600,7 +601,7 @@ def test_cluster_down_counts_from_when_the_failed_requests_were_sent():
     """Requests that each waited a whole timeout for a stopped broker say the cluster has been
     failing since they were sent: the cluster is down DOWN_AFTER_SECONDS after the outage began,
     not one request timeout later. A request sent before the last success does not reach back."""
-    from monitor.state import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
+    from monitor.facts import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
 
     timeout = 10.0
     state, clock = make_state()
@@ -641,7 +642,7 @@ def _stepped(state, now, clock):
 
 
 def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_result():
-    from monitor import evaluator
+    from monitor import pacing
 
     state, clock = make_state()
     beat(state, clock)
@@ -653,8 +654,8 @@ def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_res
     # one stretch of _CHECK_EVERY items before it pauses, in every pass over the partitions
     # (the partitions themselves, retention headroom, the flow's totals, the topics).
     ticks = iter(range(10**9))
-    slow, pauses_slow = _stepped(state, clock.now, lambda: next(ticks) * evaluator.STEP_SECONDS)
-    per_pass = 2500 // (2 * evaluator._CHECK_EVERY)  # at least every other clock read pauses
+    slow, pauses_slow = _stepped(state, clock.now, lambda: next(ticks) * pacing.STEP_SECONDS)
+    per_pass = 2500 // (2 * pacing._CHECK_EVERY)  # at least every other clock read pauses
     assert pauses_slow >= 4 * per_pass
 
     # A clock that stands still: the work never runs out of time, so it pauses only between flows.
@@ -673,7 +674,7 @@ def test_offsets_recorded_in_steps_while_an_evaluation_is_paused_between_partiti
     """The monitor records a refresh in steps on its event loop, as it evaluates: a refresh that
     adds and drops partitions while an evaluation is paused in any of its passes over them must
     not break that evaluation, and gives the same state as recorded in one go."""
-    from monitor import evaluator
+    from monitor import evaluator, pacing
     from monitor.pacing import Pacer
 
     kept = [("old", p) for p in range(300)]
@@ -689,7 +690,7 @@ def test_offsets_recorded_in_steps_while_an_evaluation_is_paused_between_partiti
         state.record_offsets(FLOW, [OffsetsRow("old", p, "a.old", 0, 12, 10, (0, 0)) for p in range(600)],
                              at=clock.now)
         ticks = iter(range(10**9))
-        tick = lambda: next(ticks) * evaluator.STEP_SECONDS  # every clock read is a step's time later
+        tick = lambda: next(ticks) * pacing.STEP_SECONDS  # every clock read is a step's time later
         evaluation = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3), clock=tick)
         result = None
         for _ in range(ahead):
@@ -700,7 +701,7 @@ def test_offsets_recorded_in_steps_while_an_evaluation_is_paused_between_partiti
                 break
         clock.now += 1
         refresh = state.record_offsets_steps(FLOW, rows, clock.now, unchanged=kept,
-                                             pacer=Pacer(tick, evaluator.STEP_SECONDS))
+                                             pacer=Pacer(tick, pacing.STEP_SECONDS))
         pauses = 0
         for _ in refresh:  # each pause of the refresh lets the evaluation take one step, and back
             pauses += 1

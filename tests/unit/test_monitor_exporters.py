@@ -19,7 +19,8 @@ from monitor.exporters.otel import OtelExporter
 from monitor.exporters.prometheus import build_registry, render
 from monitor.exporters.samples import served_specs
 from monitor.history import History
-from monitor.state import OffsetsRow, Probe, TopicRetention
+from monitor.facts import Probe, TopicRetention
+from monitor.state import OffsetsRow
 from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state
 
@@ -378,7 +379,7 @@ def test_the_otel_histogram_takes_every_latency_sample_from_the_state_once(monke
 
 
 def test_latency_samples_beyond_the_limit_are_dropped_counted_and_logged(caplog):
-    from monitor.state import LatencySamples
+    from monitor.windows import LatencySamples
 
     ev, _ = evaluation()
     kept = LatencySamples(limit=2)
@@ -406,14 +407,14 @@ def test_the_exposition_on_the_event_loop_runs_in_short_steps_and_writes_the_sam
     import asyncio
     import itertools
 
-    from monitor import cardinality, evaluator
+    from monitor import cardinality, pacing
     from monitor.exporters import prometheus
     from monitor.exporters.prometheus import exposition, exposition_steps, render_on_loop
 
     ev = cardinality.synthetic_evaluation(partitions=2_000, topics=20, groups=2, series="all")
     whole = exposition(ev, "1.2.3")
     ticks = itertools.count()
-    steps = exposition_steps(ev, "1.2.3", clock=lambda: next(ticks) * evaluator.STEP_SECONDS)
+    steps = exposition_steps(ev, "1.2.3", clock=lambda: next(ticks) * pacing.STEP_SECONDS)
     pauses = 0
     while True:
         try:
@@ -422,7 +423,7 @@ def test_the_exposition_on_the_event_loop_runs_in_short_steps_and_writes_the_sam
         except StopIteration as done:
             assert done.value == whole
             break
-    assert pauses >= 2_000 // (2 * evaluator._CHECK_EVERY)  # a clock that says "late" at every read
+    assert pauses >= 2_000 // (2 * pacing._CHECK_EVERY)  # a clock that says "late" at every read
 
     registry = build_registry(lambda: ev, "1.2.3")
     renders = []

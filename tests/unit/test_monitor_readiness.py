@@ -10,7 +10,8 @@ from sparkmirror import metrics as m
 from monitor import readiness
 from monitor.exporters.api import status_document
 from monitor.exporters.samples import samples
-from monitor.state import OffsetsRow, Probe, TopicRetention
+from monitor.facts import Probe, TopicRetention
+from monitor.state import OffsetsRow
 from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.evaluator import FLOW, T0, beat, make_state, offsets, run
 

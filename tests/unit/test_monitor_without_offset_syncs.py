@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from monitor import lag
-from monitor.evaluator import OK, EvaluatorSettings, evaluate
+from monitor.evaluator import EvaluatorSettings, evaluate
+from monitor.evaluator.results import OK
 from monitor.state import MonitorState, OffsetsRow
 from monitor.watch import watched_flows
 from sparkmirror.model.parse import parse_config

@@ -1,0 +1,194 @@
+"""Each flow's status and figures: its clusters, its heartbeats, and the totals of its
+partitions, topics and groups (evaluated by the sibling modules)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+from monitor import catchup
+from monitor import readiness
+from monitor.evaluator.groups import failover, group_results
+from monitor.evaluator.partitions import LowHeadroom, partition_results, retention_headroom
+from monitor.evaluator.results import (ERR, OK, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
+                                       PartitionResult, worst)
+from monitor.evaluator.topics import topic_results
+from monitor.facts import FlowState
+from monitor.options import EvaluatorSettings
+from monitor.pacing import Pacer
+from monitor.state import MonitorState
+from monitor.watch import WatchedFlow
+from monitor.windows import POSITION
+from sparkmirror.metrics import STATUSES
+
+#: Heartbeats reach the target in bursts (a Spark micro-batch, a busy MM2 producer), so the
+#: default silence allowed is never below this, however short the heartbeat interval.
+MIN_HEARTBEAT_TIMEOUT = 10.0
+
+
+def heartbeat_timeout(settings: EvaluatorSettings, interval: float) -> float:
+    """Seconds without a heartbeat arriving after which a flow is STOP."""
+    return settings.heartbeat_timeout or max(2.0 * interval, MIN_HEARTBEAT_TIMEOUT)
+
+
+class _Findings:
+    """The flow's statuses so far, each but the first OK with its reason, in the order found."""
+
+    def __init__(self) -> None:
+        self.statuses = [OK]
+        self.reasons: list[str] = []
+
+    def add(self, status: str, reason: str) -> None:
+        self.statuses.append(status)
+        self.reasons.append(reason)
+
+
+@dataclass
+class _Totals:
+    """What one pass over the flow's partition results counts."""
+
+    by_status: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
+    held: int = 0                                    # waiting on an open transaction on the source
+    lags: list[int] = field(default_factory=list)    # records lag of those where it is known
+    secs: list[float] = field(default_factory=list)  # seconds lag of those where it is known
+    unknown: int = 0                                 # partitions whose records lag is unknown
+
+
+def flow_result(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings,
+                pacer: Pacer) -> Generator[None, None, FlowResult]:
+    w = fs.watch
+    found = _Findings()
+    _clusters(state, w, found)
+    heartbeat, stop_reason, resumed_at = _heartbeat(fs, now, settings, found)
+    partitions = yield from partition_results(fs, now, heartbeat.stopped, stop_reason, settings, resumed_at,
+                                              pacer)
+    # what follows goes over every partition again, pausing the same way
+    low = yield from retention_headroom(partitions, fs, now, settings, pacer)
+    totals = yield from _totals(partitions, pacer)
+    _partition_findings(totals, low, fs.partitions_read_at is not None and not partitions, found)
+
+    cp_timeout = settings.checkpoint_timeout or (2.0 * w.checkpoint_interval + settings.groups_interval)
+    groups = (yield from group_results(fs, now, cp_timeout, pacer)) if w.checkpoints_enabled else []
+    not_ready = failover(fs, groups, now, cp_timeout, settings)
+    _group_findings(groups, found)
+
+    moved = yield from _moved(fs, pacer)
+    if w.heartbeats_expected:
+        replicator_up = not heartbeat.stopped
+    else:
+        replicator_up = moved or (bool(totals.lags) and sum(totals.lags) == 0)
+    sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
+    pace = _catchup(partitions, totals.unknown)
+    topics = yield from topic_results(partitions, fs.lost_total, pacer)
+    return FlowResult(
+        w.name, w.source, w.target, worst(found.statuses), found.reasons, replicator_up, heartbeat, sync_age,
+        fs.syncs_total, sum(totals.lags) if totals.lags else None, max(totals.secs) if totals.secs else None,
+        fs.replicated_total, fs.source_total, fs.probes_total, dict(fs.lost_total), totals.by_status, partitions,
+        topics, groups, dict(fs.collector_seconds),
+        *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
+        low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
+        state.recent_rounds(w.name), totals.unknown)
+
+
+def _clusters(state: MonitorState, w: WatchedFlow, found: _Findings) -> None:
+    for alias in dict.fromkeys((w.source, w.target, w.offset_syncs_cluster)):
+        health = state.clusters.get(alias)
+        if health is not None and health.up is False:
+            found.add(ERR, f"cluster {alias} unreachable: {health.error}; figures below are from the last "
+                           f"successful read")
+
+
+def _heartbeat(fs: FlowState, now: float, settings: EvaluatorSettings,
+               found: _Findings) -> tuple[HeartbeatResult, str, float | None]:
+    """(the heartbeat result, why the flow is stopped or "", when heartbeats resumed after a
+    silence longer than the timeout or None: see ``partition_result``)."""
+    w, hb = fs.watch, fs.heartbeat
+    timeout = heartbeat_timeout(settings, w.heartbeat_interval)
+    age = max(0.0, now - hb.newest_ms / 1000.0) if hb.newest_ms is not None else None
+    # Arrival, not age: a heartbeat's age includes the replication latency, so a slow but
+    # healthy flow would look stopped. The monitor watches from its start, so a heartbeat that
+    # arrived before it (or whose arrival it cannot know) counts as arrived at the start.
+    silent = now - max(hb.last_arrival_at or fs.started_at, fs.started_at)
+    arrival_age = max(0.0, now - hb.last_arrival_at) if hb.last_arrival_at is not None else None
+    stopped = False
+    stop_reason = ""
+    if w.heartbeats_expected:
+        if silent > timeout and arrival_age is not None:
+            stopped, stop_reason = True, f"no heartbeat arrived in {w.heartbeats_topic} on {w.target} for " \
+                                         f"{arrival_age:.1f}s (timeout {timeout:g}s)"
+        elif silent > timeout:
+            stopped, stop_reason = True, f"no heartbeat seen in {w.heartbeats_topic} on {w.target} " \
+                                         f"since the monitor started {now - fs.started_at:.0f}s ago"
+        elif age is not None and age > settings.heartbeat_latency_warn:
+            found.add(WARN, f"heartbeats arrive, but the newest was emitted {age:.0f}s ago (replication latency "
+                            f"over {settings.heartbeat_latency_warn:g}s)")
+    if stopped:
+        found.add(STOP, f"replication stopped: {stop_reason}")
+    resumed_at = hb.resumed_after(timeout) if w.heartbeats_expected else None
+    heartbeat = HeartbeatResult(w.heartbeats_topic, w.heartbeats_expected, timeout, age, hb.newest_ms,
+                                hb.received_total, list(hb.bucket_counts), hb.latency_sum, hb.latency_count,
+                                hb.last_latency, stopped, arrival_age)
+    return heartbeat, stop_reason, resumed_at
+
+
+def _totals(partitions: list[PartitionResult], pacer: Pacer) -> Generator[None, None, _Totals]:
+    totals = _Totals()
+    by_status, lags, secs = totals.by_status, totals.lags, totals.secs
+    for p in partitions:
+        by_status[p.status] += 1
+        totals.held += p.open_transaction
+        if p.lag_records is None:
+            totals.unknown += 1
+        else:
+            lags.append(p.lag_records)
+        if p.lag_seconds is not None:
+            secs.append(p.lag_seconds)
+        if pacer.due():
+            yield
+    return totals
+
+
+def _partition_findings(totals: _Totals, low: LowHeadroom, none_match: bool, found: _Findings) -> None:
+    by_status, held = totals.by_status, totals.held
+    if by_status[ERR]:
+        found.add(ERR, f"{by_status[ERR]} partitions lost records to retention before replication")
+    if by_status[STALL]:
+        found.add(STALL, f"{by_status[STALL]} partitions stalled with lag")
+    if held:
+        found.add(WARN, f"{held} partitions wait on an open transaction on the source (not a replicator fault)")
+    if by_status[WARN] > low.raised + held:
+        found.add(WARN, f"{by_status[WARN] - low.raised - held} partitions with growing or unknown lag")
+    if low.count:
+        found.add(WARN, f"{low.count} partitions may soon lose records not yet on the target to retention; "
+                        f"lowest: {low.lowest}")
+    if none_match:
+        found.add(WARN, "no source topic matches the flow's topic filter and the monitor's allow/deny lists")
+
+
+def _group_findings(groups: list[GroupResult], found: _Findings) -> None:
+    warn_groups = [g.group for g in groups if g.status != OK]
+    if warn_groups:
+        found.add(WARN, f"checkpoints behind or missing, or failover not ready, for groups: "
+                        f"{', '.join(warn_groups[:5])}"
+                        + (" ..." if len(warn_groups) > 5 else ""))
+
+
+def _moved(fs: FlowState, pacer: Pacer) -> Generator[None, None, bool]:
+    """Whether any partition's replicated position moved within its sample window."""
+    # a copy: a refresh between two steps may add or drop partitions
+    for p in list(fs.partitions.values()):
+        if len(p.window) >= 2 and p.window[-1][POSITION] != p.window[0][POSITION]:
+            return True
+        if pacer.due():
+            yield
+    return False
+
+
+def _catchup(partitions: list[PartitionResult], unknown: int) -> catchup.CatchUp:
+    pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
+                           for p in partitions if p.catchup_state != catchup.UNKNOWN)
+    if pace.state == catchup.CAUGHT_UP and (unknown or any(p.catchup_state == catchup.UNKNOWN for p in partitions)):
+        # the others are caught up, but a partition whose lag (or, lagging, whose rate) is not
+        # known yet may not be: the flow is not said to be caught up
+        pace = catchup.CatchUp(catchup.UNKNOWN)
+    return pace
