@@ -67,7 +67,7 @@ def test_wheel_and_sdist_carry_the_packages_and_their_data(dist):
         assert must in names, f"{must} missing from {wheel.name}"
     # the run-time packages only: the dev tooling, tests and benchmarks stay in the checkout
     top_level = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
-    assert top_level == {"replicator", "monitor", "sparkmirror"}, top_level
+    assert top_level == {"replicator", "monitor", "sparkmirror", "sparkmirror_cli"}, top_level
     entry_points = zipfile.ZipFile(wheel).read(
         f"sparkmirror-{__version__}.dist-info/entry_points.txt").decode()
     assert "sparkmirror = sparkmirror_cli.main:main" in entry_points
