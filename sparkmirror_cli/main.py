@@ -23,7 +23,7 @@ from sparkmirror.logsetup import LOG_FORMATS
 SUBCOMMAND_MODULES = [
     "sparkmirror_cli.validate",
     "sparkmirror_cli.decode",
-    "sparkmirror_cli.inspect",
+    "sparkmirror_cli.inspect_topic",
     "sparkmirror_cli.dev",
     "sparkmirror_cli.demo",
     "replicator.command",

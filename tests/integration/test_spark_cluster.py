@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import sparkmirror_cli.main
 from sparkmirror.model.records import OffsetSync
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
@@ -334,7 +335,7 @@ def test_the_documented_spark_submit_recipe_runs_on_the_cluster(private_kafka_cl
     jars = [*artifacts.ensure(artifacts.SPARK_KAFKA).jars(), jvmwriter.ensure_jar()]
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["SPARK_HOME"] = str(spark_home())
-    cli = os.path.join(os.path.dirname(artifacts.__file__), "cli.py")
+    cli = str(Path(sparkmirror_cli.main.__file__))  # the script README and docs/deploy.md name
     log_file = tmp_path / "spark-submit.log"
     proc = subprocess.Popen(
         [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.url,

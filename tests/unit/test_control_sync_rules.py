@@ -9,7 +9,7 @@ import time
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ConfigEntry, ConfigSource,
                                    ResourcePatternType, ResourceType)
 
-from sparkmirror_cli.inspect import record_type_of
+from sparkmirror_cli.inspect_topic import record_type_of
 from replicator.control.configsync import plan_config_changes, target_acl_bindings
 from replicator.control.groups import TargetGroup, offsets_to_commit
 from replicator.control.offsetsyncs_reader import SPARK_EARLIEST, resume_offsets

@@ -112,3 +112,18 @@ def test_dev_tooling_commands_run_from_the_checkout(capsys):
     import devenv.clusters
 
     assert Path(devenv.clusters.__file__).resolve().parent == ROOT / "devenv"
+
+
+def test_no_module_of_the_command_shadows_the_standard_library():
+    """spark-submit runs sparkmirror_cli/main.py as a script, which puts its folder first on
+    sys.path: a module there named like a standard one (inspect.py did) would replace it for
+    every import in the driver, pyspark's too."""
+    names = {p.stem for p in (ROOT / "sparkmirror_cli").glob("*.py")}
+    assert names & set(sys.stdlib_module_names) == set()
+
+
+def test_the_command_runs_as_the_script_spark_submit_is_given(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "sparkmirror_cli" / "main.py"), "validate", "--help"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: sparkmirror validate" in proc.stdout
