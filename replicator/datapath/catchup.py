@@ -14,8 +14,9 @@ A catch-up starts when the backlog is above ``CATCHING_UP_RECORDS`` and ends, wi
 "caught up" line, when it falls below ``CAUGHT_UP_RECORDS``. On a busy source both
 thresholds are at least as many records as the source adds in ``CATCHING_UP_SECONDS``
 and ``CAUGHT_UP_SECONDS``: a flow keeping pace always has about one batch of records in
-flight, which at 75,000 records/s is more than 10,000 (it started and ended a "catch-up"
-every few seconds, and a flow in micro-batches never came below 1,000 to go real time).
+flight, which at a high rate is more than the fixed thresholds (it would start and end a
+"catch-up" every few seconds, and a flow in micro-batches would never come below
+``CAUGHT_UP_RECORDS`` to go real time).
 That rate is the source's sustained one, the median of its last few looks: a burst (a
 backlog written all at once) is the catch-up itself and must not raise the bar above it.
 """

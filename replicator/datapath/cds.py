@@ -1,11 +1,10 @@
-"""A class-data sharing archive for the driver's JVM: a Spark start-up in ~4 s instead of ~7.
+"""A class-data sharing archive for the driver's JVM: Spark starts seconds sooner.
 
-Every ``sparkmirror replicate`` in local mode starts a JVM that loads some 15,000
+Every ``sparkmirror replicate`` in local mode starts a JVM that loads many thousands of
 classes (Spark, Scala, Kafka's clients) before its first batch. The JDK can map
-classes it loaded once from an archive instead (CDS, ``-XX:SharedArchiveFile``):
-on this project's 2-core machine the Spark session came up in 4.2-4.5 s instead of
-6.7 s, and its first job took 1.7 s instead of 3.1-3.3 s. That is time a restarted
-replicator spends copying nothing, after a crash or a deploy.
+classes it loaded once from an archive instead (CDS, ``-XX:SharedArchiveFile``), and
+the session and its first job come up sooner ("Replicator start-up" in bench/NOTES.md).
+That is time a restarted replicator spends copying nothing, after a crash or a deploy.
 
 ``build()`` (run by ``sparkmirror dev fetch``, so by ``./run test`` and ``./run demo``,
 and in the container image) starts a session in a child process with

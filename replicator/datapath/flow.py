@@ -76,7 +76,8 @@ class FlowReplicator:
         self._restart_at: float | None = None
         self._source_options = spark_source_options(config, flow)
         # The direct source plans no new batch while this file exists (see MicroBatchRunner.stop).
-        self._stop_flag = Path(tempfile.gettempdir()) / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping"
+        self._stop_flag = (Path(tempfile.gettempdir())
+                           / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping")
 
     @property
     def name(self) -> str:
@@ -209,7 +210,8 @@ class FlowReplicator:
             stop_flag=self._stop_flag)
         if self._paths.path.path == REAL_TIME:
             return RealTimeRunner(ctx, self.assignment)
-        if self.settings.source_mode == "direct" and not self.flow.exactly_once:  # eos_writer needs Spark's Kafka source
+        # an exactly-once flow's eos_writer needs Spark's Kafka source
+        if self.settings.source_mode == "direct" and not self.flow.exactly_once:
             return DirectSourceRunner(ctx, self.assignment)
         return KafkaSourceRunner(ctx, self.assignment)
 
@@ -286,7 +288,8 @@ class FlowReplicator:
     def _failed(self, runner: Runner, msg: str) -> None:
         if is_permanent(msg):
             raise SparkmirrorError(f"flow {self.name} stopped: {msg}",
-                                   hint="nothing after this record was committed; fix the cause and restart with the same --checkpoint-dir")
+                                   hint="nothing after this record was committed; fix the cause and restart "
+                                        "with the same --checkpoint-dir")
         self.failure = msg
         resume = runner.failed(self._closed)
         delay = self._backoff.delay

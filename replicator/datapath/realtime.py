@@ -24,11 +24,10 @@ log = logging.getLogger("sparkmirror.replicate")
 #: How the real-time source's consumers fetch unless the source cluster's consumer settings say
 #: otherwise (``A.consumer.fetch.min.bytes``, ``A.consumer.fetch.max.wait.ms``). Each real-time
 #: task's consumer reads one partition, so with Kafka's defaults (a fetch returns with its first
-#: byte) each partition receiving a few MB/s is fetched on every round trip, a few records at a
-#: time: work for the source broker and the tasks on the cores the copy needs. Waiting for 64 KB,
-#: or 20 ms at most, cut the fetches and took ~10 % off the CPU per GB and a third off the p99 at
-#: 60,000 1-KB records/s on 2 cores (bench/NOTES.md); a quiet partition's record waits up to
-#: 20 ms more, and an idle partition is asked 50 times a second instead of 2.
+#: byte) a busy partition is fetched on every round trip, a few records at a time: work for the
+#: source broker and for the cores the copy needs. Waiting for 64 KB, or 20 ms at most, takes
+#: fewer, fuller fetches for less CPU and a shorter tail ("Real-time source fetches" in
+#: bench/NOTES.md); a quiet partition's record waits up to 20 ms more.
 SOURCE_FETCH_DEFAULTS = {"kafka.fetch.min.bytes": "65536", "kafka.fetch.max.wait.ms": "20"}
 
 
@@ -81,8 +80,8 @@ def writer_available() -> str | None:
 def java_producer_config(user: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The target producer's Java settings: order-keeping defaults, the user's, then what order needs."""
     # The micro-batch writer's batching, in the Java producer's terms: without it (batch.size
-    # 16 KB, linger.ms 0) 1 KB records at 60,000/s went out as ~4,000 tiny batches a second,
-    # and the CPU that cost the writer and the brokers showed as seconds of tail latency.
+    # 16 KB, linger.ms 0) a busy partition goes out as many tiny batches, and the CPU that costs
+    # the writer and the brokers shows as tail latency ("Writer batching" in bench/NOTES.md).
     conf = {"enable.idempotence": "true", "acks": "all", "linger.ms": "5", "batch.size": "1048576",
             "buffer.memory": "134217728", "max.request.size": "4194304", "compression.type": "none"}
     conf.update({k: str(v) for k, v in user.items()})

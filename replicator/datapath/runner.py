@@ -160,7 +160,8 @@ class ClusterProbe:
     def report_slow_batch(self, batch_id: int, started: float, mirrors: list[str]) -> None:
         """Say what a long batch waits for: the writer keeps retrying, the reader keeps fetching."""
         down = self.waiting(mirrors)
-        what = "; ".join(down) if down else f"clusters {self.flow.source} and {self.flow.target} answer; the batch is slow"
+        what = ("; ".join(down) if down
+                else f"clusters {self.flow.source} and {self.flow.target} answer; the batch is slow")
         (log.warning if down else log.info)("flow %s: batch %d running for %.0f s, waiting: %s; its records are "
                                             "retried until delivered or the batch fails and is replayed (nothing "
                                             "is skipped)", self.name, batch_id, time.monotonic() - started, what)

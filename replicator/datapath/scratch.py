@@ -1,10 +1,10 @@
 """Where the local Spark driver keeps its scratch files, and clearing what a killed one left.
 
 A Spark driver JVM writes its scratch files under ``spark.local.dir`` (``spark-<uuid>``
-with a copy of every ``spark.jars`` jar, ~10 MB here, and ``blockmgr-<uuid>``) and under
+with a copy of every ``spark.jars`` jar, and ``blockmgr-<uuid>``) and under
 ``java.io.tmpdir`` (``artifacts-<uuid>``), both ``/tmp`` by default. It deletes them in its
 shutdown hooks, which a JVM killed with SIGKILL (the kernel's OOM killer, ``kill -9``) never
-runs: every such death left ~10 MB in ``/tmp`` for good, a slow leak for a replicator that a
+runs: every such death left the jars' copies in ``/tmp`` for good, a slow leak for a replicator that a
 supervisor restarts.
 
 Locally (not under ``spark-submit``, and unless the user set ``spark.local.dir``,

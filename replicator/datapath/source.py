@@ -2,8 +2,8 @@
 
 Spark's Kafka source hands every record to Python through the JVM: the Kafka
 client decodes it, Spark copies it into an UnsafeRow, copies it again into an
-Arrow vector and streams that to the Python worker — about two thirds of the
-replicator's CPU on a 1 KB-record catch-up (bench/NOTES.md has the profile).
+Arrow vector and streams that to the Python worker — most of the replicator's CPU
+on a catch-up (bench/NOTES.md has the profile).
 This source keeps Spark for what it is good at — planning micro-batches,
 checkpointing offsets in its write-ahead log, scheduling tasks, retrying
 failed tasks, scaling out — and lets the record bytes go from the source cluster
@@ -11,16 +11,17 @@ to the target cluster inside one Python process:
 
 * ``latestOffset`` (driver side, Spark's Python streaming runner) asks the source
   cluster for each assigned partition's last stable offset (``read_committed``),
-  and takes at most about ``micro_batch_seconds`` (replicator.settings) of copying at the rate the batches before
-  achieved (``BatchBudget``), and at most ``--max-records-per-batch`` records;
+  and takes at most about ``micro_batch_seconds`` (replicator.settings) of copying at
+  the rate the batches before achieved (``BatchBudget``), and at most
+  ``--max-records-per-batch`` records;
 * ``partitions(start, end)`` groups the ranges with records into at most one task
   per core (``group_ranges``: by default ``spark.default.parallelism`` tasks of
   about equal record counts);
-* ``read`` (executor) consumes exactly its ranges ``[start, end)`` with
-  confluent-kafka, produces every record with the writer's placement tracking
-  (``writer._Placements``), and yields the runs — where each record landed — as Arrow rows. The
-  driver turns those into MM2 offset-syncs before Spark commits the batch, as on
-  every micro-batch path.
+* ``read`` (executor, ``directcopy.mirror_ranges``) consumes exactly its ranges
+  ``[start, end)`` with confluent-kafka, produces every record with the writer's
+  placement tracking (``writer._Placements``), and yields the runs — where each record
+  landed — as Arrow rows. The driver turns those into MM2 offset-syncs before Spark
+  commits the batch, as on every micro-batch path.
 
 A crash before the commit replays the same offset ranges from the write-ahead
 log: duplicates, never loss. A range whose start was already deleted by retention
@@ -34,30 +35,13 @@ offsets.
 from __future__ import annotations
 
 import os
-
 import time
 from dataclasses import dataclass
-from functools import partial
 
-
-import pyarrow as pa
-
+from replicator.datapath.directcopy import DIRECT_RUN_SCHEMA_DDL, EARLIEST, mirror_ranges
+from replicator.datapath.directcopy import READER_CONSUMER_DEFAULTS  # noqa: F401 (bench/raw_mirror.py reads it here)
+from replicator.datapath.writer import ERROR_MARKER, WriterSpec
 from replicator.settings import ReplicatorSettings
-from replicator.datapath.writer import (ERROR_MARKER, FLUSH_TIMEOUT_S, POLL_EVERY, RUN_SCHEMA,
-                                        RUN_SCHEMA_DDL, WriterSpec, _Placements, _producer, cyclic_gc_paused,
-                                        produce_after, runs_batch)
-
-# The writer's runs, plus rows that report records deleted on the source before they
-# were copied: records = 0, upstream_start = first lost offset, lost = how many; and rows
-# that report a partition copied again from its start: records = 0, upstream_start = its
-# earliest offset, reset_from = the offset the copy had reached (above the partition's end).
-DIRECT_RUN_SCHEMA = RUN_SCHEMA.append(pa.field("lost", pa.int64())).append(pa.field("reset_from", pa.int64()))
-DIRECT_RUN_SCHEMA_DDL = RUN_SCHEMA_DDL + ", lost long, reset_from long"
-
-
-EARLIEST = -2  # start offset of a partition the checkpoint has not seen yet
-CONSUME_BATCH = 10_000
-READ_TIMEOUT_S = 120.0  # no progress at all for this long: fail the task (Spark retries it)
 
 #: A batch of fewer records says little about the copy rate (Spark's own per-batch work is
 #: most of its time), and no batch is capped below this.
@@ -65,30 +49,6 @@ RATE_MIN_RECORDS = 50_000
 #: The copy rate is the best of the last few measured batches: one slowed by a busy moment,
 #: or by the start of the Python workers, does not shrink the ones after it.
 RATE_BATCHES = 5
-
-_CONSUMERS: dict[tuple, object] = {}
-# librdkafka settings for reading a backlog as fast as the target takes it; A.consumer.*
-# settings in mm2.properties win.
-READER_CONSUMER_DEFAULTS = {
-    # short broker long-poll: a new range's fetch queues behind the previous one
-    "fetch.wait.max.ms": "5",
-    "queued.max.messages.kbytes": "65536",
-    "fetch.max.bytes": "52428800",
-    "max.partition.fetch.bytes": "10485760",
-    # Once the prefetch queue is full (64 MB: 64,000 1-KB records, fewer than librdkafka's
-    # queued.min.messages of 100,000 per partition), librdkafka puts the next fetch off by
-    # this long. Its default of 1 s left the copy loop waiting for records once it had
-    # drained the queue: with it, a 1-KB catch-up used ~1.2 of 2 cores and copied about a
-    # quarter fewer records per second.
-    "fetch.queue.backoff.ms": "10",
-}
-FIXED_CONSUMER_SETTINGS = {
-    "enable.auto.commit": "false",
-    "enable.auto.offset.store": "false",
-    "enable.partition.eof": "true",  # the end of a range that ends in control records
-    "auto.offset.reset": "error",  # a deleted range is reported, never skipped silently
-    "isolation.level": "read_committed",  # aborted transactions never reach the target
-}
 
 
 @dataclass(frozen=True)
@@ -108,27 +68,6 @@ class SourceSpec:
     # The batch budget (BatchBudget), from the run's settings.
     batch_seconds: float = ReplicatorSettings.micro_batch_seconds
     first_batch_records: int = ReplicatorSettings.micro_batch_first_records
-
-
-def _consumer(spec: SourceSpec):
-    from confluent_kafka import Consumer
-
-    consumer = _CONSUMERS.get(spec.consumer_config)
-    if consumer is None:
-        conf = {
-            "group.id": "sparkmirror-direct-reader",  # never joins or commits: partitions are assigned
-            # Executors have no Python logger for librdkafka: without this an unreachable broker
-            # prints a line per reconnect. A failing read still fails the task with its cause.
-            "log_level": "2",
-            **READER_CONSUMER_DEFAULTS,
-            **dict(spec.consumer_config),
-            # What the copy's correctness rests on, whatever A.consumer.* says (MM2's own
-            # consumer default auto.offset.reset=earliest would skip deleted ranges silently):
-            **FIXED_CONSUMER_SETTINGS,
-        }
-        consumer = Consumer(conf)
-        _CONSUMERS[spec.consumer_config] = consumer
-    return consumer
 
 
 # -- Spark's side -------------------------------------------------------------------------
@@ -168,7 +107,8 @@ class RangeGroup(InputPartition):
 
     Order is kept per partition because a partition is never split across tasks; one
     task carries several partitions so that a batch costs one Python task per core,
-    not one per partition (13 tasks of ~90 ms each made a trickle batch take 1.2 s).
+    not one per partition (each task costs a Python round trip, which a trickle batch would
+    pay many times over; "Exact-size consumes, one task per core" in bench/NOTES.md).
     """
 
     def __init__(self, ranges: list[tuple[str, int, int, int]],
@@ -351,190 +291,3 @@ def _capped(start: dict, latest: dict, cap: int) -> dict:
         share = max(1, b * cap // total)
         out.setdefault(t, {})[p] = base + min(b, share)
     return out
-
-
-# -- the executor's side ------------------------------------------------------------------
-
-class _Range:
-    """One partition's range in a task: where the copy is, where it ends, where it goes."""
-
-    __slots__ = ("topic", "partition", "position", "end", "target", "deliver")
-
-    def __init__(self, topic: str, partition: int, start: int, end: int, target: str, deliver) -> None:
-        self.topic, self.partition, self.position, self.end = topic, partition, start, end
-        self.target, self.deliver = target, deliver
-
-
-def mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
-                  resets: dict[tuple[str, int], int] | None = None):
-    """Copy source records ``[start, end)`` of each partition; yield where they landed (runs),
-    with the cyclic garbage collector paused meanwhile (``writer.cyclic_gc_paused``)."""
-    with cyclic_gc_paused():
-        runs = _mirror_ranges(spec, ranges, resets)
-    yield runs
-
-
-def _mirror_ranges(spec: SourceSpec, ranges: list[tuple[str, int, int, int]],
-                   resets: dict[tuple[str, int], int] | None = None) -> "pa.RecordBatch":
-    """Copy source records ``[start, end)`` of each partition; return where they landed (runs).
-
-    ``resets``: partitions copied again from their start, with the offset reached before
-    (reported back to the driver, which logs them).
-
-    The loop runs once per record, so it is kept to what a record needs: its partition's
-    state in one dict lookup, one positional ``produce`` (confluent-kafka parses keyword
-    arguments per call, which cost as much as the produce itself for 100-byte records), and
-    a delivery callback that is a ``partial`` of the partition's ``deliver`` and the
-    record's own offset, timestamp and size (``_PartitionPlacements``).
-    """
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    wspec = spec.writer
-    topic_map = dict(wspec.topic_map)
-    consumer = _consumer(spec)
-    producer = _producer(wspec)
-    placements = _Placements()
-    losses: list[tuple[str, int, int, int]] = []  # (topic, partition, first lost offset, count)
-    restarted: list[tuple[str, int, int, int]] = []  # (topic, partition, earliest offset, offset reached before)
-    states: dict[tuple[str, int], _Range] = {}
-    for topic, partition, start, stop in ranges:
-        target = topic_map.get(topic)
-        if target is None:
-            raise RuntimeError(f"{ERROR_MARKER}: no target topic known for source topic {topic} "
-                               f"(cluster {wspec.source_alias})")
-        if start == EARLIEST:
-            start = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[0]
-        if resets and (topic, partition) in resets:
-            restarted.append((topic, partition, start, resets[(topic, partition)]))
-        states[(topic, partition)] = _Range(topic, partition, start, stop, target,
-                                            placements.partition(topic, partition).deliver)
-    # the partitions still to copy; a finished one leaves, so its prefetched records are skipped
-    open_ = {tp: st for tp, st in states.items() if st.position < st.end}
-    consumer.assign([TopicPartition(t, p, open_[(t, p)].position) for t, p in sorted(open_)])
-    produce = producer.produce
-    last_progress = time.monotonic()
-    nbytes = 0
-    try:
-        while open_ and not placements.error:
-            # Ask for exactly what is left: consume() returns as soon as that many arrived,
-            # instead of waiting out its timeout for a full batch (that cost 0.5 s per task
-            # and batch). Ranges with gaps (compaction, transaction markers) end on EOF.
-            left = sum(st.end - st.position for st in open_.values())
-            msgs = consumer.consume(min(CONSUME_BATCH, left), 0.1)
-            if not msgs:
-                if time.monotonic() - last_progress > READ_TIMEOUT_S:
-                    t, p = min(open_)
-                    st = open_[(t, p)]
-                    raise RuntimeError(f"{ERROR_MARKER}: no record of source cluster {wspec.source_alias} topic {t} "
-                                       f"partition {p} read for {READ_TIMEOUT_S:.0f} s at offset {st.position} "
-                                       f"(range ends at {st.end}); the task will be retried")
-                continue
-            last_progress = time.monotonic()
-            placements.tick()
-            n = 0
-            reassign = False
-            # a consume returns each partition's records in runs: its state is looked up when the
-            # partition changes, and forgotten (at_p = None) whenever a partition leaves open_
-            at_t = at_p = st = None
-            for m in msgs:
-                p = m.partition()
-                t = m.topic()
-                if p != at_p or t != at_t:
-                    st = open_.get((t, p))
-                    at_t, at_p = t, p
-                if st is None:
-                    continue  # prefetched past its range, or an event of a finished partition
-                err = m.error()
-                if err is not None:
-                    code = err.code()
-                    tp = (st.topic, st.partition)
-                    if code == KafkaError._PARTITION_EOF:
-                        st.position = max(st.position, m.offset())
-                    elif code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
-                        low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=30)
-                        if low > st.position:
-                            losses.append((tp[0], tp[1], st.position, min(low, st.end) - st.position))
-                            st.position = low
-                        reassign = True
-                    else:
-                        raise RuntimeError(f"{ERROR_MARKER}: reading source cluster {wspec.source_alias} topic "
-                                           f"{tp[0]} partition {tp[1]} at offset {st.position}: {err.str()}")
-                    if st.position >= st.end:
-                        del open_[tp]
-                        at_p = None
-                    if reassign:
-                        break
-                    continue
-                off = m.offset()
-                if off >= st.end:
-                    st.position = st.end
-                    del open_[(st.topic, st.partition)]
-                    at_p = None
-                    continue
-                st.position = off + 1
-                key = m.key()
-                value = m.value()
-                size = (len(key) if key else 0) + (len(value) if value else 0)
-                nbytes += size
-                ts = m.timestamp()[1]
-                on_delivery = partial(st.deliver, off, ts)
-                headers = m.headers()
-                try:
-                    # positional: topic, value, key, partition, on_delivery, callback, timestamp, headers
-                    produce(st.target, value, key, st.partition, on_delivery, None, ts, headers)
-                except (BufferError, KafkaException) as first:
-                    try:
-                        produce_after(first, producer, st.target, value=value, key=key, partition=st.partition,
-                                      on_delivery=on_delivery, timestamp=ts, headers=headers)
-                    except KafkaException as exc:
-                        _raise_produce_error(exc, wspec, st.topic, st.partition, off, st.target, size)
-                if off + 1 >= st.end:
-                    del open_[(st.topic, st.partition)]
-                    at_p = None
-                n += 1
-                if n % POLL_EVERY == 0:
-                    producer.poll(0)
-            producer.poll(0)
-            if reassign and open_:
-                consumer.assign([TopicPartition(t, p, st.position) for (t, p), st in sorted(open_.items())])
-    finally:
-        consumer.unassign()
-    # Wait for every report (also those of a failed request, to name its culprit).
-    deadline = time.monotonic() + FLUSH_TIMEOUT_S
-    while len(producer) and time.monotonic() < deadline:
-        placements.tick()
-        producer.poll(0.01)
-    _finish(placements, producer, wspec)
-    runs = runs_batch(placements.runs, nbytes)
-    # (topic, partition, upstream_start, lost, reset_from) of the report rows
-    reports = [(t, p, first, count, 0) for t, p, first, count in losses]
-    reports += [(t, p, start, 0, before) for t, p, start, before in restarted]
-    extra = {f.name: [] for f in RUN_SCHEMA}
-    for topic, partition, first, *_rest in reports:
-        for name in extra:
-            extra[name].append({"topic": topic, "partition": partition, "upstream_start": first}.get(name, 0))
-    return pa.RecordBatch.from_arrays(
-        [pa.concat_arrays([runs.column(i), pa.array(extra[f.name], f.type)]) for i, f in enumerate(RUN_SCHEMA)]
-        + [pa.array([0] * runs.num_rows + [r[3] for r in reports], pa.int64()),
-           pa.array([0] * runs.num_rows + [r[4] for r in reports], pa.int64())],
-        schema=DIRECT_RUN_SCHEMA)
-
-
-def _raise_produce_error(exc, wspec, topic, partition, offset, target, size):
-    raise RuntimeError(
-        f"{ERROR_MARKER}: cannot produce record: {exc.args[0].str()} (source cluster {wspec.source_alias} "
-        f"topic {topic} partition {partition} offset {offset} -> cluster {wspec.target_alias} topic {target}, "
-        f"{size} bytes)") from None
-
-
-def _finish(placements, producer, wspec) -> None:
-    from replicator.datapath.writer import _PRODUCERS
-
-    remaining = len(producer)
-    if placements.error or remaining:
-        _PRODUCERS.pop(wspec.producer_config, None)
-    if placements.error:
-        raise RuntimeError(placements.error + f" (target cluster {wspec.target_alias})")
-    if remaining:
-        raise RuntimeError(f"{ERROR_MARKER}: {remaining} records not acknowledged by cluster {wspec.target_alias} "
-                           f"within {FLUSH_TIMEOUT_S:.0f} s; the batch will be replayed")

@@ -34,13 +34,13 @@ DEFAULT_LOCAL_MASTER = "local[*,4]"
 #: Spark writes a streaming checkpoint's offset-log and commit-log entries through Hadoop's
 #: FileContext API by default. Without Hadoop's native library (pyspark ships none) its local
 #: file system resolves every path with `stat`/`readlink` child processes and sets permissions
-#: with `chmod` ones: about 50 ms per entry on a loaded 2-core machine, and a real-time batch
-#: boundary writes two while no task reads. Spark's FileSystem-based manager (its own fallback
-#: for file systems without FileContext) writes the same files, temp file then rename, with one
-#: `chmod` process per file (~8 ms an entry on an idle machine). ``LocalCheckpointFileManager``
-#: (in the writer jar) is that manager creating its local files through a file system that sets
-#: the same modes with java.nio (~1 ms an entry); it is used where sparkmirror puts the writer
-#: jar on Spark's classpath itself. A user's --conf for the key wins.
+#: with `chmod` ones, and a real-time batch boundary writes two entries while no task reads.
+#: Spark's FileSystem-based manager (its own fallback for file systems without FileContext)
+#: writes the same files, temp file then rename, with one `chmod` process per file.
+#: ``LocalCheckpointFileManager`` (in the writer jar) is that manager creating its local files
+#: through a file system that sets the same modes with java.nio, with no child process ("Checkpoint
+#: files without child processes" in bench/NOTES.md); it is used where sparkmirror puts the
+#: writer jar on Spark's classpath itself. A user's --conf for the key wins.
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 SPARK_CHECKPOINT_FILE_MANAGER = \
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"

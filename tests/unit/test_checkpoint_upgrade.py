@@ -117,7 +117,7 @@ def observe(mod, build, base: Path) -> dict:
     flow_dir = root / FLOW
     mb, rt = mod.checkpoint_dir(flow_dir, MICRO_BATCH), mod.checkpoint_dir(flow_dir, REAL_TIME)
     out = {
-        "dirs": [str(mb.relative_to(root)), str(rt.relative_to(root)), str(mod.marker_file(flow_dir).relative_to(root))],
+        "dirs": [str(d.relative_to(root)) for d in (mb, rt, mod.marker_file(flow_dir))],
         "marker": mod.read_marker(flow_dir),
         "resume_point": mod.resume_point(flow_dir),
         "committed_mb": mod.committed_offsets(mb),

@@ -40,13 +40,13 @@ def gc_state():
 
 
 def _direct(monkeypatch, target):
-    from replicator.datapath import source
+    from replicator.datapath import directcopy, source
 
     wspec = WriterSpec("primary", "dr", (("test.target", f"gc-{id(target)}"),), (("orders", "primary.orders"),))
     spec = source.SourceSpec(wspec, (("test.source", f"gc-{id(target)}"),), (("orders", 2),), ())
     monkeypatch.setitem(writer._PRODUCERS, wspec.producer_config, target)
-    monkeypatch.setitem(source._CONSUMERS, spec.consumer_config, _SourcePartitions(end=110))
-    return lambda: list(source.mirror_ranges(spec, [("orders", 0, 100, 110), ("orders", 1, 104, 110)]))
+    monkeypatch.setitem(directcopy._CONSUMERS, spec.consumer_config, _SourcePartitions(end=110))
+    return lambda: list(directcopy.mirror_ranges(spec, [("orders", 0, 100, 110), ("orders", 1, 104, 110)]))
 
 
 def _arrow(monkeypatch, target):

@@ -145,14 +145,14 @@ class _SourcePartitions:
 
 
 def test_direct_source_pairs_each_record_with_its_own_report_when_reports_arrive_out_of_order(monkeypatch):
-    from replicator.datapath import source
+    from replicator.datapath import directcopy, source
 
     wspec = WriterSpec("primary", "dr", (("test.target", "reordering-direct"),), (("orders", "primary.orders"),))
     spec = source.SourceSpec(wspec, (("test.source", "direct"),), (("orders", 2),), ())
     target = RetriedRequestLandsLast(request=3)
     monkeypatch.setitem(writer._PRODUCERS, wspec.producer_config, target)
-    monkeypatch.setitem(source._CONSUMERS, spec.consumer_config, _SourcePartitions(end=110))
-    (rows,) = source.mirror_ranges(spec, [("orders", 0, 100, 110), ("orders", 1, 104, 110)])
+    monkeypatch.setitem(directcopy._CONSUMERS, spec.consumer_config, _SourcePartitions(end=110))
+    (rows,) = directcopy.mirror_ranges(spec, [("orders", 0, 100, 110), ("orders", 1, 104, 110)])
     for partition, upstream in ((0, range(100, 110)), (1, range(104, 110))):
         landed = target.log[("primary.orders", partition)]
         pairs = {}

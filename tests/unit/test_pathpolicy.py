@@ -145,5 +145,6 @@ def test_a_flow_not_catching_up_never_goes_real_time_by_itself():
 
 
 def test_the_rule_alone():
+    most = pathpolicy.MAX_REALTIME_PARTITIONS
     assert pathpolicy.choose_path("auto", exactly_once=False, source_mode="direct", capped=False,
-                                  partitions=pathpolicy.MAX_REALTIME_PARTITIONS, writer_unavailable=None).path == REAL_TIME
+                                  partitions=most, writer_unavailable=None).path == REAL_TIME
