@@ -7,9 +7,10 @@ that; no stage calls into a later one.
 Making the service translates every cluster's client settings (a config problem
 stops the start, exit 2) and makes, without connecting anywhere: the MonitorState
 (which keeps the heartbeat latency samples only when the OpenTelemetry exporter
-will take them), the History behind the status page's charts, the Prometheus
-registry and the OpenTelemetry instruments. Both read the newest Evaluation when
-scraped or collected; the OTel exporter takes the state's latency samples then.
+will take them), the History behind the status page's charts, the /metrics text
+(monitor.exporters.prometheus) and the OpenTelemetry instruments. Both read the
+newest Evaluation when scraped or collected; the OTel exporter takes the state's
+latency samples then.
 
 ``start()`` starts these stages in order (sparkmirror.lifecycle: a stage that fails to
 start stops the ones before it, in reverse, and the error is raised), data flow first:

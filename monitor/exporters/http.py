@@ -27,12 +27,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from monitor.evaluator.results import Evaluation
 from monitor.exporters import page
 from monitor.exporters.api import status_document
-from monitor.exporters.prometheus import CONTENT_TYPE, render_on_loop
+from monitor.exporters.prometheus import CONTENT_TYPE, Exposition, render_on_loop
 from monitor.history import History
 from sparkmirror.webauth import aiohttp_basic_auth
 from sparkmirror.webreload import CredentialCheck, LiveWebConfig
@@ -45,7 +44,7 @@ class HttpSources:
     """What the HTTP server reads. ``evaluation()`` returns a fresh-enough Evaluation (or None)."""
 
     evaluation: Callable[[], Awaitable[Evaluation | None]]
-    registry: CollectorRegistry
+    registry: Exposition  # the /metrics text (monitor.exporters.prometheus.build_registry)
     healthy: Callable[[], tuple[bool, dict]]
     version: str = ""
     web: LiveWebConfig | None = None  # --web-config-file: basic auth (TLS is the site's)
@@ -54,8 +53,8 @@ class HttpSources:
 
 def build_app(sources: HttpSources) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
-        await sources.evaluation()
-        body = await render_on_loop(sources.registry)
+        # before the first evaluation there is nothing to expose: an empty text
+        body = b"" if await sources.evaluation() is None else await render_on_loop(sources.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def status(request: web.Request) -> web.Response:

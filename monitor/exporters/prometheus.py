@@ -1,20 +1,25 @@
-"""Prometheus exposition of the latest Evaluation (prometheus-client).
+"""Prometheus exposition of the latest Evaluation: the text /metrics serves.
 
-A custom collector renders every scrape from the newest Evaluation, so series
-of partitions, topics or groups that are gone simply stop being exported (no
-stale label sets pile up), and counters come from the state's own running
-totals. The registry is the monitor's own, never the global one.
+Every scrape is rendered from the newest Evaluation, so series of partitions,
+topics or groups that are gone simply stop being exported (no stale label sets
+pile up), and counters come from the state's own running totals.
+
+The monitor writes the text format itself, from the same ``samples()`` the OTel
+exporter reads, and once per evaluation. prometheus-client's ``generate_latest``
+over a collector would build a Metric and a Sample object for every series and sort
+each one's labels on every scrape, in one piece the event loop cannot interrupt;
+at the partition counts the monitor is built for that was most of a scrape's cost
+(bench/NOTES.md, Monitor at scale). Only prometheus-client's number formatting is
+used; tests read the text back with prometheus-client's own parser.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.utils import floatToGoString
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from sparkmirror import metrics as m
 from monitor.evaluator.results import Evaluation
@@ -25,90 +30,56 @@ from monitor.exporters.samples import (histogram, partition_figures, partition_l
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class EvaluationCollector:
-    """prometheus-client collector over ``get_evaluation()`` (None before the first one)."""
+class Exposition:
+    """The /metrics text of ``get_evaluation()`` (None before the first evaluation: empty), kept
+    for every scrape of the same evaluation."""
 
     def __init__(self, get_evaluation: Callable[[], Evaluation | None], version: str = "") -> None:
         self.get_evaluation = get_evaluation
         self.version = version
         self.rendered: tuple[Evaluation, bytes] | None = None  # the newest evaluation's text
-        self.partition_lines: dict = {}  # see exposition
+        self.partition_lines: dict = {}  # see exposition_steps
         self.rendering: tuple[Evaluation, asyncio.Future] | None = None  # see render_on_loop
 
-    def describe(self) -> list[Metric]:
-        return []  # unchecked collector: families depend on the evaluation
 
-    def collect(self) -> Iterator[Metric]:
-        ev = self.get_evaluation()
-        if ev is None:
-            return
-        families = {spec.name: _family(spec) for spec in served_specs(ev.granularity)}
-        for spec, labels, value in samples(ev, self.version):
-            family = families.get(spec.name)
-            if family is not None:
-                family.add_metric(list(labels), value)
-        hist = families[m.HEARTBEAT_LATENCY.name]
-        for flow in ev.flows:
-            buckets, total = histogram(flow)
-            hist.add_metric([flow.name], buckets, total)
-        yield from families.values()
+def build_registry(get_evaluation: Callable[[], Evaluation | None], version: str = "") -> Exposition:
+    """The monitor's /metrics source: its own Exposition; nothing is registered with prometheus-client."""
+    return Exposition(get_evaluation, version)
 
 
-def _family(spec: m.MetricSpec) -> Metric:
-    if spec.kind == "counter":
-        return CounterMetricFamily(spec.base_name, spec.help, labels=list(spec.labels))
-    if spec.kind == "histogram":
-        return HistogramMetricFamily(spec.name, spec.help, labels=list(spec.labels))
-    return GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
-
-
-def build_registry(get_evaluation: Callable[[], Evaluation | None], version: str = "") -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    collector = EvaluationCollector(get_evaluation, version)
-    registry.register(collector)
-    registry.sparkmirror_collector = collector  # render() writes its text directly
-    return registry
-
-
-def render(registry: CollectorRegistry) -> bytes:
-    """The exposition text; for the monitor's own registry, written directly (same bytes, ~4x faster)."""
-    collector = getattr(registry, "sparkmirror_collector", None)
-    if collector is None:
-        return generate_latest(registry)
-    ev = collector.get_evaluation()
+def render(source: Exposition) -> bytes:
+    """The exposition text of the newest evaluation, in one go."""
+    ev = source.get_evaluation()
     if ev is None:
         return b""
-    cached = collector.rendered
+    cached = source.rendered
     if cached is not None and cached[0] is ev:
         return cached[1]  # another scrape of the same evaluation
-    body = finish(exposition_steps(ev, collector.version, collector.partition_lines))
-    collector.rendered = (ev, body)
+    body = finish(exposition_steps(ev, source.version, source.partition_lines))
+    source.rendered = (ev, body)
     return body
 
 
-async def render_on_loop(registry: CollectorRegistry) -> bytes:
+async def render_on_loop(source: Exposition) -> bytes:
     """``render`` on the event loop, in steps of at most ~STEP_SECONDS each with the loop free in
     between: no worker thread holds the GIL against the loop's other work (the evaluation, the
     collectors) for a whole large exposition. Scrapes of the same evaluation share one render."""
-    collector = getattr(registry, "sparkmirror_collector", None)
-    if collector is None:
-        return await asyncio.to_thread(generate_latest, registry)
-    ev = collector.get_evaluation()
+    ev = source.get_evaluation()
     if ev is None:
         return b""
-    cached = collector.rendered
+    cached = source.rendered
     if cached is not None and cached[0] is ev:
         return cached[1]
-    running = collector.rendering
+    running = source.rendering
     if running is None or running[0] is not ev:
-        running = (ev, asyncio.ensure_future(_render_in_steps(collector, ev)))
-        collector.rendering = running
+        running = (ev, asyncio.ensure_future(_render_in_steps(source, ev)))
+        source.rendering = running
     return await asyncio.shield(running[1])
 
 
-async def _render_in_steps(collector: "EvaluationCollector", ev: Evaluation) -> bytes:
-    body = await run_in_steps(exposition_steps(ev, collector.version, collector.partition_lines))
-    collector.rendered = (ev, body)
+async def _render_in_steps(source: Exposition, ev: Evaluation) -> bytes:
+    body = await run_in_steps(exposition_steps(ev, source.version, source.partition_lines))
+    source.rendered = (ev, body)
     return body
 
 
@@ -119,14 +90,13 @@ def exposition(ev: Evaluation, version: str = "", partition_lines: dict | None =
 
 def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | None = None,
                      clock: Callable[[], float] = time.perf_counter) -> Generator[None, None, bytes]:
-    """``generate_latest`` of the EvaluationCollector, byte for byte, without building the families.
+    """The Prometheus text format (0.0.4) of the evaluation's samples: for each served metric,
+    ``# HELP`` and ``# TYPE`` and a line per series, labels in name order.
 
-    prometheus-client builds a Metric and a Sample object per series and formats each with
-    sorted labels; at 10,000 partitions that took most of a second. Here each metric's label
-    names are sorted once and each series is one formatted line. ``partition_lines`` (kept by
-    the caller between renders) holds each partition's lines with the figures they show: a
-    partition whose figures did not change since the previous render (most of them, most of
-    the time) costs a comparison, not five formatted lines.
+    Each metric's label names are sorted once and each series is one formatted line.
+    ``partition_lines`` (kept by the caller between renders) holds each partition's lines with
+    the figures they show: a partition whose figures did not change since the previous render
+    (most of them, most of the time) costs a comparison, not five formatted lines.
 
     Yields whenever a step has worked for STEP_SECONDS (by ``clock``), as the evaluation does.
     """
@@ -148,7 +118,7 @@ def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | 
     if partition_level(ev):
         # Updated in place: an unchanged partition keeps its entry, key included, and an entry
         # holds only tuples of strings and numbers, which the garbage collector stops tracking:
-        # 10,000 partitions' lines are not walked by every full collection.
+        # the partitions' lines are not walked by every full collection.
         kept = partition_lines if partition_lines is not None else {}
         seen = 0
         only_not_ok = ev.series == "not-ok"

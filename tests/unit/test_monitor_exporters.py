@@ -280,11 +280,8 @@ def test_the_cardinality_count_is_what_the_exporter_serves_and_docs_alerts_has_i
     assert cardinality.markdown_table() in docs, "run python -m monitor.cardinality and update docs/alerts.md"
 
 
-def test_the_direct_exposition_is_byte_for_byte_what_prometheus_client_writes():
-    """render() writes the text itself (4x faster at 10,000 partitions): it must not differ at all."""
-    from prometheus_client import generate_latest
-
-    from monitor.evaluator import EvaluatorSettings, evaluate
+def _odd_names_state():
+    """A flow whose topic names need escaping in the text format, some partitions behind."""
     from monitor.state import MonitorState, OffsetsRow
     from monitor.watch import watched_flows
     from sparkmirror.model.parse import parse_config
@@ -292,26 +289,79 @@ def test_the_direct_exposition_is_byte_for_byte_what_prometheus_client_writes():
 
     config = parse_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n"
                           "a->b.enabled = true\n", "mm2.properties")
-    for granularity in ("partition", "topic", "flow"):
-        state = MonitorState(watched_flows(config), ["a", "b"])
-        now = 1_800_000_000.0
-        state.add_heartbeat("a->b", Heartbeat("b", "a", int(now * 1000) - 300), now)
-        state.record_offsets("a->b", [OffsetsRow(f'odd "topic" \\ {i // 10}\n', i % 10, f"a.t{i // 10}", 0, 10,
-                                                 10 - i % 3, (0, 0)) for i in range(40)], now)
-        state.cluster_ok("a")
-        state.decode_error("b", "a.heartbeats", "heartbeat")
-        ev = evaluate(state, now, EvaluatorSettings(granularity=granularity))
-        registry = build_registry(lambda: ev, "1.2.3")
-        assert render(registry) == generate_latest(registry)
-        assert render(registry) is render(registry)  # one text per evaluation
+    now = 1_800_000_000.0
+    state = MonitorState(watched_flows(config), ["a", "b"], clock=lambda: now - 60)
+    state.add_heartbeat("a->b", Heartbeat("b", "a", int(now * 1000) - 300), now)
+    state.record_offsets("a->b", [OffsetsRow(f'odd "topic" \\ {i // 10}\n', i % 10, f"a.t{i // 10}", 0, 10,
+                                             10 - i % 3, (0, 0)) for i in range(40)], now)
+    state.cluster_ok("a")
+    state.decode_error("b", "a.heartbeats", "heartbeat")
+    return state, now
 
 
-def test_the_direct_exposition_of_changed_figures_is_still_what_prometheus_client_writes():
-    """render() keeps each partition's lines while its figures stay the same: after partitions
-    move, catch up, fall behind or go away, the text must still be prometheus-client's."""
-    from prometheus_client import generate_latest
+def _expected_families(ev, version: str) -> list[tuple[str, str, str, dict]]:
+    """(family, type, help, {(sample name, labels): value}) of every metric the monitor serves at the
+    evaluation's granularity, in sparkmirror/metrics.py's order, from the samples() mapping."""
+    from monitor.exporters.samples import histogram, samples
 
+    values: dict[str, dict] = {spec.name: {} for spec in served_specs(ev.granularity)}
+    for spec, labels, value in samples(ev, version):
+        if spec.name in values:
+            values[spec.name][(spec.name, frozenset(zip(spec.labels, labels)))] = value
+    hist = metrics.HEARTBEAT_LATENCY
+    for flow in ev.flows:
+        buckets, total = histogram(flow)
+        for le, count in buckets:
+            values[hist.name][(hist.name + "_bucket", frozenset({("flow", flow.name), ("le", le)}))] = count
+        values[hist.name][(hist.name + "_count", frozenset({("flow", flow.name)}))] = buckets[-1][1]
+        values[hist.name][(hist.name + "_sum", frozenset({("flow", flow.name)}))] = total
+    return [(spec.base_name if spec.kind == "counter" else spec.name, spec.kind, spec.help, values[spec.name])
+            for spec in served_specs(ev.granularity)]
+
+
+def _parsed_families(text: str) -> list[tuple[str, str, str, dict]]:
+    out = []
+    for family in text_string_to_metric_families(text):
+        found = {(s.name, frozenset(s.labels.items())): s.value for s in family.samples}
+        assert len(found) == len(family.samples), f"{family.name}: a series twice"
+        out.append((family.name, family.type, family.documentation, found))
+    return out
+
+
+def test_the_exposition_parses_with_prometheus_client_and_carries_every_served_family_and_sample():
+    """/metrics is written by the monitor itself (not by prometheus-client's generate_latest: see
+    monitor.exporters.prometheus): prometheus-client's own parser reads every family the monitor
+    serves back from it, in sparkmirror/metrics.py's order with its type and help, and exactly the
+    samples of samples() with their values, label values that need escaping included."""
+    from monitor import cardinality
     from monitor.evaluator import EvaluatorSettings, evaluate
+
+    cases = [(f"exporters-{g}", evaluation(g)[0]) for g in ("partition", "topic", "flow")]
+    state, now = _odd_names_state()
+    cases += [(f"odd-names-{g}", evaluate(state, now, EvaluatorSettings(granularity=g)))
+              for g in ("partition", "topic", "flow")]
+    cases += [(f"series-{s}", cardinality.synthetic_evaluation(partitions=200, topics=4, groups=2, series=s))
+              for s in metrics.SERIES_MODES]
+    for name, ev in cases:
+        registry = build_registry(lambda: ev, "1.2.3")
+        text = render(registry)
+        assert render(registry) is text, name  # one text per evaluation
+        assert _parsed_families(text.decode()) == _expected_families(ev, "1.2.3"), name
+    odd = render(build_registry(lambda: cases[3][1], "1.2.3")).decode().splitlines()
+    # the text as it was written before (label names in order, escapes, counters' _total, numbers)
+    assert 'sparkmirror_data_lost_records_total{flow="a->b",topic="odd \\"topic\\" \\\\ 0\\n"} 0.0' in odd
+    assert 'sparkmirror_topic_lag_records{flow="a->b",topic="odd \\"topic\\" \\\\ 0\\n"} 9.0' in odd
+    assert odd[odd.index("# TYPE sparkmirror_decode_errors_total counter") + 1] == \
+        'sparkmirror_decode_errors_total{cluster="b",record_type="heartbeat",topic="a.heartbeats"} 1.0'
+    assert render(build_registry(lambda: None)) == b""  # before the first evaluation
+
+
+def test_the_exposition_of_changed_figures_is_what_a_fresh_render_writes():
+    """render() keeps each partition's lines while its figures stay the same: after partitions
+    move, catch up, fall behind or go away, the text must be the one written from scratch, and
+    still carry exactly the evaluation's samples."""
+    from monitor.evaluator import EvaluatorSettings, evaluate
+    from monitor.exporters.prometheus import exposition
     from monitor.state import MonitorState, OffsetsRow
     from monitor.watch import watched_flows
     from sparkmirror.model.parse import parse_config
@@ -326,8 +376,12 @@ def test_the_direct_exposition_of_changed_figures_is_still_what_prometheus_clien
         rows = [OffsetsRow(f"t{i // 10}", i % 10, f"a.t{i // 10}", 0, 10 + (step if i < 5 else 0),
                            10 - (i % 3 if step % 2 else 0), (0, 0)) for i in range(40 - step)]
         state.record_offsets("a->b", rows, now + step)
-        evaluations.append(evaluate(state, now + step, EvaluatorSettings(granularity="partition")))
-        assert render(registry) == generate_latest(registry), step
+        series = "not-ok" if step == 4 else "all"
+        evaluations.append(evaluate(state, now + step, EvaluatorSettings(granularity="partition", series=series)))
+        text = render(registry)
+        assert text == exposition(evaluations[-1], "1.2.3"), step
+        assert _parsed_families(text.decode()) == _expected_families(evaluations[-1], "1.2.3"), step
+    assert len(registry.partition_lines) == 40 - 5  # the lines of partitions gone went with them
 
 
 def _latency_points(reader) -> dict:
