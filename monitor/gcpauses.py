@@ -5,8 +5,8 @@ A collection stops every thread, the event loop included, so a long one shows as
 is told when each collection starts and stops; ``GcPauses`` keeps the longest since it was
 last asked. Installed once per process; the cost is two clock reads per collection.
 
-At 10,000 partitions the monitor's state is a few hundred thousand long-lived objects,
-and a full collection walks them all: 100-280 ms with every thread stopped. ``settle``
+A large monitor's state is many long-lived objects per partition, and a full collection
+walks them all with every thread stopped (bench/NOTES.md, Monitor at scale). ``settle``
 freezes them (``gc.freeze``: later collections skip them) once the state is built, and
 again when the partitions watched have grown by a quarter since (new topics), after one
 full collection that clears the garbage of the start-up. Below MIN_PARTITIONS a full
@@ -77,7 +77,7 @@ class GcSettler:
     only collects what is not frozen (what a full collection walks anyway) and freezes what
     survived: the results the evaluator keeps for idle partitions are built after the state
     (their sample windows need two reads), and left unfrozen they made every later full
-    collection walk tens of thousands of objects (30-150 ms at 10,000 partitions).
+    collection walk them all again (bench/NOTES.md, Monitor at scale).
     """
 
     REFREEZE_GROWTH = 1.25

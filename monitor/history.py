@@ -7,10 +7,9 @@ bounded: per flow a ring of at most ``POINTS`` points, one per ``step`` seconds
 merged into its point: the largest lag in seconds and in records (a peak seen
 between two points is never smoothed away), and the newest replicated and
 source totals, from which each point's throughput is the records copied since
-the previous point per second. A point is a list of six numbers, about 0.3 KB
-with its number objects: a full ring measured 321 KiB (tracemalloc, offsets
-in the trillions), so a flow's history stays below 400 KiB whatever the
-step or the uptime (tests/unit/test_monitor_history.py checks it).
+the previous point per second. A point is a list of six numbers, so a flow's
+history takes the same bounded memory whatever the step or the uptime
+(tests/unit/test_monitor_history.py measures a full ring against its bound).
 
 Served as JSON on ``/api/history`` and drawn by the status page.
 """

@@ -76,7 +76,7 @@ from sparkmirror.webreload import LiveWebConfig
 log = logging.getLogger(__name__)
 
 #: Heartbeat latency samples kept between two OTel collections (OTEL_METRIC_EXPORT_INTERVAL, default
-#: 60 s): one heartbeat a second per flow fills it in 60 s at 330 flows; about 2 MB when full.
+#: 60 s): one heartbeat a second per flow fills it in 60 s at 330 flows; the bound on their memory.
 LATENCY_SAMPLES_KEPT = 20_000
 #: Seconds each stage has to stop: a tail's thread ends within a poll, the HTTP server waits
 #: for the requests in flight (aiohttp's own default), the OTel exporter for its final export.

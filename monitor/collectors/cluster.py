@@ -217,12 +217,10 @@ class ClusterClient:
             return {}
         # The consumer's ListOffsets (offsets_for_times with the special "timestamps" -1 =
         # latest, -2 = earliest) answers with one list: the AdminClient's makes a Python future
-        # per partition, which at 10,000 partitions took twice as long. librdkafka matches
-        # each partition of the answer to the question by a linear search, so one call's cost
-        # grows with the square of its partitions: 10,000 in one call took ~1 s, in calls of
-        # LIST_OFFSETS_CHUNK ~0.15 s (the broker answers either in ~40 ms). On one quiet broker,
-        # 10,000 partitions in calls of 125 / 250 / 500 / 1,000 took 53-104 / 57-71 / 65-84 /
-        # 83-91 ms (medians of three rounds); several calls in flight at once gained nothing.
+        # per partition, which costs more. librdkafka matches each partition of the answer to
+        # the question by a linear search, so one call's cost grows with the square of its
+        # partitions: hence calls of LIST_OFFSETS_CHUNK, one after the other (several in flight
+        # at once gained nothing). The chunk size was measured: bench/NOTES.md, Monitor at scale.
         #
         # librdkafka's offsets_for_times is all or nothing: one partition whose leader does not
         # answer (a broker just killed, not yet fenced) fails the whole call with a timeout. So
@@ -273,8 +271,8 @@ class ClusterClient:
         each with the caller's own (topic, partition) tuples for its answers' keys.
 
         The collectors ask about the same list object round after round until the metadata
-        changes, so the questions are built once per list and leader map and kept: at 100,000
-        partitions, building them was a fifth of a round's Python time. (offsets_for_times
+        changes, so the questions are built once per list and leader map and kept: building
+        them anew was a large share of a round's Python time at scale. (offsets_for_times
         copies its argument into librdkafka's own list; the TopicPartitions are not changed.)
         """
         key = (id(partitions), stamp)
@@ -300,11 +298,11 @@ class ClusterClient:
         the first partition that failed on its own.
 
         Each call's answer (a new TopicPartition per partition) is read and dropped before the
-        next call, and no key is made anew: the monitor reads some 40,000 offsets a second at
-        10,000 partitions, and answers kept alive for a whole round reached the garbage
-        collector's oldest generation and made its full collections frequent and long (tens of
-        ms, every thread stopped). librdkafka answers in the order asked; a partition out of
-        that order is keyed by its own topic and partition.
+        next call, and no key is made anew: the monitor reads every watched partition's offsets
+        several times a second, and answers kept alive for a whole round reached the garbage
+        collector's oldest generation and made its full collections, with every thread stopped,
+        frequent and long (bench/NOTES.md, Monitor at scale). librdkafka answers in the order
+        asked; a partition out of that order is keyed by its own topic and partition.
         """
         out: dict[tuple[str, int], int] = {}
         error: KafkaException | None = None

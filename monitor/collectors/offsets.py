@@ -135,8 +135,9 @@ class EndOffsetCollector:
     def _same_or(self, watched: list[Watched]) -> list[Watched]:
         """The list watched so far when ``watched`` equals it: the partition lists and
         ListOffsets questions built for it stay (``ClusterClient._requests`` keeps them per list
-        object). Rebuilt on every metadata read, at 10,000 partitions they were some 60,000
-        new long-lived objects every 30 s for the garbage collector's full collections to walk."""
+        object). Rebuilt on every metadata read, they were new long-lived objects for every
+        partition, for the garbage collector's full collections to walk (bench/NOTES.md,
+        Monitor at scale)."""
         return self._watched if self._watched is not None and watched == self._watched else watched
 
     async def refresh(self) -> None:
