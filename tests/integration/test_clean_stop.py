@@ -163,7 +163,9 @@ def test_real_time_that_cannot_keep_up_catches_up_in_micro_batches_and_returns(k
     assert duplicates == 0, f"{duplicates} records copied twice"
 
 
-@pytest.mark.parametrize("interval,signum", [(None, signal.SIGINT), (30, signal.SIGTERM)],
+# The 30-s interval over three queries is the second variant (-m slow).
+@pytest.mark.parametrize("interval,signum", [(None, signal.SIGINT),
+                                             pytest.param(30, signal.SIGTERM, marks=pytest.mark.slow)],
                          ids=["default-interval-ctrl-c", "30s-interval-3-queries"])
 def test_backlog_in_micro_batches_then_real_time_then_a_clean_sigterm(kafka_clusters, unique, tmp_path, interval,
                                                                      signum):

@@ -38,7 +38,9 @@ REALTIME_SHARDS = [1, 3, 3, 1]
 
 
 @pytest.mark.timeout(1200)  # five Spark start-ups; about 1.5 minutes on an idle 2-core machine
-@pytest.mark.parametrize("path", list(PATHS))
+# The micro-batch loop is the second variant (-m slow): the real-time one's last run takes auto,
+# which copies its backlog in micro-batches before it goes real time.
+@pytest.mark.parametrize("path", [pytest.param("micro-batch", marks=pytest.mark.slow), "real-time"])
 def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, unique, artifacts_dir, path):
     """SIGKILL the whole replicator (driver, Spark JVM, Python workers) at random moments:
     some during start-up, most mid-stream, first while a backlog is copied, then while a

@@ -207,6 +207,7 @@ def _partitioned(prefix: str, first: int, count: int, base_ms: int):
                "headers": [("n", str(i).encode()), ("from", prefix.encode())], "timestamp": base_ms + i}
 
 
+@pytest.mark.slow  # the recipe and worker-kill tests run flows on the cluster by default
 def test_three_clusters_three_flows_in_one_application(private_kafka_clusters, third_cluster, spark_cluster, unique,
                                                        tmp_path):
     """Flows a->b, a->c and b->a (active-active between a and b) at once, in one replicator on
