@@ -224,14 +224,14 @@ def test_monitor_app_asks_credentials_for_every_spelling_of_a_protected_path():
     import asyncio
 
     from aiohttp.test_utils import TestClient, TestServer
-    from prometheus_client import CollectorRegistry
 
     from monitor.exporters.http import HttpSources, build_app
+    from monitor.exporters.prometheus import build_registry
 
     async def no_evaluation():
         return None
 
-    sources = HttpSources(no_evaluation, CollectorRegistry(), lambda: (True, {}), "t",
+    sources = HttpSources(no_evaluation, build_registry(lambda: None), lambda: (True, {}), "t",
                           web=LiveWebConfig(parse_web_config(f"basic_auth_users:\n  prometheus: {HASH}\n", "w.yml")))
     right = {"Authorization": header("prometheus", "s3cret-pw")}
 
