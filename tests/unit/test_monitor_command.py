@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 from sparkmirror_cli.main import build_parser, main
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkmirror_cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+from tests.support.cli import run_cli
 
 
 def test_help_names_endpoints_and_options():
