@@ -282,6 +282,41 @@ def test_lag_that_shrinks_or_is_not_yet_a_full_window_is_ok():
     assert only_partition(run(state2, clock2)).status == "OK"
 
 
+def _trend_status(lags, window=10):
+    """The partition's status and reasons after one refresh per entry of ``lags`` (records lag, the
+    replicator moving: heartbeats every refresh), evaluated with a ``window``-refresh trend."""
+    state, clock = make_state(window=window)
+    copied = 100
+    for i, lag_now in enumerate(lags):
+        beat(state, clock)
+        offsets(state, clock, end=copied + lag_now, target_end=copied, sync=(0, 0))
+        copied += 1
+        if i < len(lags) - 1:
+            clock.now += 5
+    p = only_partition(evaluate(state, clock.now, EvaluatorSettings(window=window)))
+    return p.status, p.reasons
+
+
+@pytest.mark.parametrize("lags", [
+    [0] * 9 + [1],       # a caught-up partition that just received one record
+    [2] * 9 + [3],       # one record a second copied 2.3 s late: 2 or 3 records at random
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],  # it was caught up at the start of the window
+    [5, 6, 6, 6, 6, 7, 7, 7, 7, 8],  # three small steps in nine: jitter, not sustained growth
+])
+def test_a_lag_that_steps_within_its_jitter_or_was_caught_up_is_not_growing(lags):
+    assert _trend_status(lags) == ("OK", [])
+
+
+def test_lag_growing_over_most_of_the_window_warns_and_says_what_was_seen():
+    status, reasons = _trend_status([10, 40, 70, 70, 100, 130, 160, 190, 220, 250])
+    assert status == "WARN"
+    assert reasons == ["lag grew in 8 of the last 9 refreshes and never fell over 45s (10 -> 250 records)"]
+
+
+def test_a_lag_that_grows_but_falls_once_is_not_growing():
+    assert _trend_status([10, 40, 70, 60, 100, 130, 160, 190, 220, 250]) == ("OK", [])
+
+
 def test_unknown_position_is_warn_with_a_reason():
     state, clock = make_state()
     beat(state, clock)
