@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES = [
     "sparkmirror_cli.demo",
     "replicator.command",
     "sparkmirror_cli.translate",
+    "sparkmirror_cli.failback",
     "monitor.command",
 ]
 

@@ -100,26 +100,30 @@ class GroupNotEmpty(ClusterError):
         self.state = state
 
 
-def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict[TopicPartitionKey, Checkpoint]
-                       ) -> tuple[dict[TopicPartitionKey, Checkpoint], dict[TopicPartitionKey, int]]:
-    """Commit the checkpoints that move ``group`` forward on ``cluster``, if the group is empty there.
-
-    Returns (committed, kept) where ``kept`` are the partitions whose target
-    offset was already at or past the checkpoint. Raises GroupNotEmpty for a
-    group with members (also when one joined between the check and the commit).
-    """
+def require_empty(admin_client, cluster: str, group: str) -> None:
+    """Raise GroupNotEmpty unless nobody is in ``group`` on ``cluster`` (an admin may write its offsets)."""
     described = describe_group(admin_client, cluster, group)
     if not described.writable:
         raise GroupNotEmpty(f"consumer group {group} has {described.members} active member(s) (state "
                             f"{described.state}); its offsets were not changed", cluster=cluster, state=described.state,
                             hint="stop the group's consumers on this cluster first; they will resume from their "
                                  "own committed offsets otherwise")
-    current = group_offsets(admin_client, cluster, group)
-    todo = offsets_to_commit(checkpoints, current)
-    kept = {key: current[key] for key in checkpoints if key not in todo}
-    if not todo:
-        return {}, kept
-    offsets = [(t, p, cp.downstream_offset, cp.metadata or "") for (t, p), cp in sorted(todo.items())]
+
+
+def commit_offsets(admin_client, cluster: str, group: str, offsets: list[tuple[str, int, int, str]]) -> None:
+    """Commit (topic, partition, offset, metadata) for ``group`` in one request, if the group is empty.
+
+    One OffsetCommit is one append to the group's log: all partitions are written or none.
+    Raises GroupNotEmpty for a group with members (also when one joined between the check
+    and the commit).
+    """
+    require_empty(admin_client, cluster, group)
+    _commit(admin_client, cluster, group, offsets)
+
+
+def _commit(admin_client, cluster: str, group: str, offsets: list[tuple[str, int, int, str]]) -> None:
+    if not offsets:
+        return
     try:
         failed = run_admin(admin_client, _alter_group_offsets, group, offsets)
     except Exception as exc:
@@ -130,6 +134,24 @@ def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict
         raise ClusterError(f"cannot commit offsets for group {group}: {exc}", cluster=cluster) from None
     if failed:
         raise ClusterError(f"committing offsets for group {group} failed for {', '.join(failed)}", cluster=cluster)
+
+
+def commit_checkpoints(admin_client, cluster: str, group: str, checkpoints: dict[TopicPartitionKey, Checkpoint]
+                       ) -> tuple[dict[TopicPartitionKey, Checkpoint], dict[TopicPartitionKey, int]]:
+    """Commit the checkpoints that move ``group`` forward on ``cluster``, if the group is empty there.
+
+    Returns (committed, kept) where ``kept`` are the partitions whose target
+    offset was already at or past the checkpoint. Raises GroupNotEmpty for a
+    group with members (also when one joined between the check and the commit).
+    """
+    require_empty(admin_client, cluster, group)
+    current = group_offsets(admin_client, cluster, group)
+    todo = offsets_to_commit(checkpoints, current)
+    kept = {key: current[key] for key in checkpoints if key not in todo}
+    if not todo:
+        return {}, kept
+    _commit(admin_client, cluster, group,
+            [(t, p, cp.downstream_offset, cp.metadata or "") for (t, p), cp in sorted(todo.items())])
     return todo, kept
 
 
