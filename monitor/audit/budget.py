@@ -1,0 +1,74 @@
+"""The audit's read budget per cluster, and the order its content checks run in: pure.
+
+``ReadBudget`` is a token bucket in bytes per second. A read's cost is known only
+after it (the records it returned), so a read may overdraw the bucket; the next one
+waits until it is positive again, which keeps the average at the rate. Loss windows
+(``book.Window``) are read whatever the balance, as their syncs reveal them: they are
+small, and a dropped record must be named within one round; the content checks then
+wait for the bucket to refill.
+
+``ContentOrder`` walks the partitions round-robin, alternating each partition's
+newest unchecked stretch (what was just copied) and its oldest (what retention will
+take first), so every partition and both ends move even when the budget is far
+smaller than the flow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+#: default read budget per cluster, bytes per second (docs/audit.md says why this figure)
+DEFAULT_BUDGET = 512 * 1024
+
+
+class ReadBudget:
+    def __init__(self, bytes_per_second: float | None, *, burst_seconds: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = bytes_per_second
+        self.capacity = None if bytes_per_second is None else bytes_per_second * burst_seconds
+        self.clock = clock
+        self._balance = self.capacity or 0.0
+        self._at = clock()
+        self.spent = 0
+
+    def _refill(self) -> None:
+        now = self.clock()
+        if self.rate is not None:
+            self._balance = min(self.capacity, self._balance + (now - self._at) * self.rate)
+        self._at = now
+
+    def available(self) -> bool:
+        if self.rate is None:
+            return True
+        self._refill()
+        return self._balance > 0
+
+    def spend(self, nbytes: int) -> None:
+        self._refill()
+        self.spent += nbytes
+        if self.rate is not None:
+            self._balance -= nbytes
+
+    def seconds_until_available(self) -> float:
+        if self.rate is None:
+            return 0.0
+        self._refill()
+        return 0.0 if self._balance > 0 else -self._balance / self.rate
+
+
+class ContentOrder:
+    """Which partition's which end comes next: ``next(keys_with_work)`` -> (key, newest?)."""
+
+    def __init__(self) -> None:
+        self._turn = 0
+        self._newest: dict = {}
+
+    def next(self, keys: list) -> tuple[object, bool] | None:
+        if not keys:
+            return None
+        key = keys[self._turn % len(keys)]
+        self._turn += 1
+        newest = self._newest.get(key, True)
+        self._newest[key] = not newest
+        return key, newest

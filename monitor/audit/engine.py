@@ -1,0 +1,312 @@
+"""AuditEngine: one flow's audit, in rounds; its snapshot; its state file.
+
+A round: read the offset-syncs that arrived since the last round into the books
+(``book``); note where each partition's log now starts on both sides; read every
+window the syncs revealed as irregular (losses are named within the round of the
+sync that reveals them, whatever the budget); then compare content, newest and
+oldest stretches of every partition in turn, while the read budget of both
+clusters allows; then save the state. ``run`` repeats rounds until cancelled;
+``full`` (``sparkmirror audit``) reads everything at once, without a budget.
+
+The source is read with the replicator's isolation level (sparkmirror: always
+read_committed; MM2: its consumer's ``isolation.level``, read_uncommitted unless
+set), the target always with read_committed, so what counts as the correct copy is
+what that replicator should have written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monitor.audit import persist
+from monitor.audit.book import PartitionBook, Segment, Window
+from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget
+from monitor.audit.findings import Finding, Tally
+from monitor.audit.reader import ClusterReader
+from monitor.audit.reconcile import DUPLICATED, FOREIGN, MISSING, reconcile
+from monitor.loops import RoundFailures, repeat
+
+log = logging.getLogger(__name__)
+
+REPLICATORS = ("sparkmirror", "mm2")
+
+
+@dataclass(frozen=True)
+class AuditFlow:
+    name: str
+    source: str
+    target: str
+    syncs_cluster: str
+    syncs_topic: str
+    remote: Callable[[str], str]
+    source_isolation: str
+    exactly_once: bool
+    topics: frozenset[str] | None = None   # None: every topic the syncs name
+
+    @classmethod
+    def of(cls, config, flow, replicator: str = "sparkmirror", topics=None) -> "AuditFlow":
+        """The audit's view of ``flow`` (a FlowConfig of ``config``) as ``replicator`` copies it."""
+        if replicator not in REPLICATORS:
+            raise ValueError(f"replicator must be one of {REPLICATORS}")
+        isolation = "read_committed"
+        if replicator == "mm2":
+            isolation = config.client_config(flow.source, "consumer", flow).get(
+                "isolation.level", "read_uncommitted").strip().lower()
+        cluster, topic = flow.offset_syncs_location
+        policy = flow.policy
+        return cls(flow.name, flow.source, flow.target, cluster, topic,
+                   lambda t: policy.format_remote_topic(flow.source, t), isolation, flow.exactly_once,
+                   frozenset(topics) if topics else None)
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    budget: float | None = DEFAULT_BUDGET   # bytes per second per cluster; None: no limit
+    chunk: int = 500                        # records per content read
+    interval: float = 5.0                   # seconds between rounds
+    round_seconds: float = 10.0             # content checks stop after this long in one round
+    state_path: Path | None = None
+
+
+@dataclass
+class Readers:
+    source: ClusterReader
+    target: ClusterReader
+    syncs: ClusterReader
+
+    def close(self) -> None:
+        for r in {id(r): r for r in (self.source, self.target, self.syncs)}.values():
+            r.close()
+
+
+@dataclass
+class Progress:
+    total: int = 0
+    done: int = 0
+    callbacks: list[Callable[["Progress"], None]] = field(default_factory=list)
+
+    def add(self, n: int) -> None:
+        self.done += n
+        for cb in self.callbacks:
+            cb(self)
+
+
+class AuditEngine:
+    def __init__(self, flow: AuditFlow, readers: Readers, settings: AuditSettings = AuditSettings(),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.flow = flow
+        self.readers = readers
+        self.settings = settings
+        self.clock = clock
+        self.budgets = {"source": ReadBudget(settings.budget), "target": ReadBudget(settings.budget)}
+        self.order = ContentOrder()
+        self.books: dict[tuple[str, int], PartitionBook] = {}
+        self.tally = Tally()
+        self.sync_positions: dict[int, int] = {}
+        self.target_starts: dict[tuple[str, int], int] = {}
+        self.compacted: dict[str, bool] = {}
+        self.rounds = 0
+        self.undecodable_syncs = 0
+        self.progress = Progress()
+        self._restore()
+
+    # --- state ----------------------------------------------------------------------
+    def _restore(self) -> None:
+        data = persist.load(self.settings.state_path, self.flow.name)
+        if not data:
+            return
+        self.sync_positions = {int(k): v for k, v in data.get("positions", {}).items()}
+        self.books = {(b["topic"], b["partition"]): PartitionBook.from_json(b) for b in data.get("books", [])}
+        self.tally = Tally.from_json(data.get("tally", {}))
+        self.target_starts = {(t, int(p)): o for t, p, o in data.get("target_starts", [])}
+        log.info("audit of %s continues from %s: %d partitions", self.flow.name, self.settings.state_path,
+                 len(self.books), extra={"flow": self.flow.name})
+
+    def save(self) -> None:
+        persist.save(self.settings.state_path, self.flow.name, {
+            "positions": {str(k): v for k, v in self.sync_positions.items()},
+            "books": [b.to_json() for b in self.books.values()], "tally": self.tally.to_json(),
+            "target_starts": [[t, p, o] for (t, p), o in self.target_starts.items()]})
+
+    # --- a round --------------------------------------------------------------------
+    def round(self, content: bool = True) -> None:
+        now = self.clock()
+        self.take_syncs(now)
+        self.check_log_starts(now)
+        self.check_losses(now)
+        if content:
+            self.check_content(time.monotonic() + self.settings.round_seconds)
+        self.rounds += 1
+        self.save()
+
+    async def run(self) -> None:
+        """Rounds every ``interval`` seconds until cancelled (a failed round is logged, the next one runs)."""
+        await repeat(lambda: asyncio.to_thread(self.round), self.settings.interval,
+                     RoundFailures(f"audit of {self.flow.name}", log, extra={"flow": self.flow.name}))
+
+    def full(self) -> None:
+        """Everything at once: every irregular window, then every unchecked stretch (the command)."""
+        self.progress.total = sum(len(b.pending) for b in self.books.values()) + sum(
+            b.unchecked_records() for b in self.books.values())
+        self.check_log_starts(self.clock())
+        self.check_losses(self.clock())
+        self.check_content(None)
+
+    def take_syncs(self, now: float) -> None:
+        syncs, self.sync_positions, bad = self.readers.syncs.read_syncs(self.flow.syncs_topic, self.sync_positions)
+        self.undecodable_syncs += bad
+        fresh: list[PartitionBook] = []
+        for s in syncs:
+            if self.flow.topics is not None and s.topic not in self.flow.topics:
+                continue
+            key = (s.topic, s.partition)
+            book = self.books.get(key)
+            if book is None:
+                book = self.books[key] = PartitionBook(s.topic, s.partition)
+                fresh.append(book)
+            last = book.last
+            accounted = book.add_sync(s.upstream_offset, s.downstream_offset,
+                                      gaps_on_target=self.flow.exactly_once)
+            if last is not None and book.last != last:
+                self.tally.replicated(max(book.last[0] - last[0], 0), now)
+                self.tally.loss_checked(accounted, now)
+        new_topics = [t for t in {b.topic for b in fresh} if t not in self.compacted]
+        if new_topics:
+            self.compacted.update(self.readers.source.compacted(new_topics))
+        if fresh:
+            starts = self.readers.source.log_starts([(b.topic, b.partition) for b in fresh])
+            for b in fresh:
+                start = starts.get((b.topic, b.partition))
+                if start is not None and b.first[0] > start:
+                    # the syncs of the older records were compacted away before the audit saw them
+                    self.tally.add(Finding("unverifiable", b.topic, b.partition, start, None, b.first[0] - start,
+                                           "copied before the first offset-sync the audit saw", now))
+
+    def check_log_starts(self, now: float) -> None:
+        books = list(self.books.values())
+        if not books:
+            return
+        src = self.readers.source.log_starts([(b.topic, b.partition) for b in books])
+        remote = {(b.topic, b.partition): (self.flow.remote(b.topic), b.partition) for b in books}
+        tgt_by_remote = self.readers.target.log_starts(list(remote.values()))
+        for b in books:
+            key = (b.topic, b.partition)
+            s_start, t_start = src.get(key), tgt_by_remote.get(remote[key])
+            if s_start is None or t_start is None:
+                continue
+            before = self.target_starts.get(key)
+            self.target_starts[key] = t_start
+            if before is not None and t_start > before:
+                first = b.source_of(before)
+                if first is not None and s_start <= first:  # the source still holds them: deleted on the target
+                    self.tally.add(Finding("expired", b.topic, b.partition, first, before, t_start - before,
+                                           "below the target's log start, still on the source (deleted on "
+                                           "the target)", now))
+            for gone in b.drop_below(s_start, t_start):
+                if s_start > gone.u:
+                    self.tally.counts[b.topic]["expired"] += gone.n
+
+    def check_losses(self, now: float) -> None:
+        for b in list(self.books.values()):
+            while b.pending:
+                w = b.pending[0]
+                self._window(b, w, self.clock())
+                b.pending.pop(0)
+                self.progress.add(1)
+
+    def _window(self, b: PartitionBook, w: Window, now: float) -> None:
+        # Read a little past the window when the target holds more than the source range: the
+        # surplus is then either a replay of what follows (duplicates) or foreign.
+        reach = max(w.u_b, w.u_a + (w.d_b - w.d_a))
+        remote = self.flow.remote(b.topic)
+        t = self.readers.target.read(remote, b.partition, w.d_a, w.d_b)
+        s = self.readers.source.read(b.topic, b.partition, w.u_a, reach)
+        self.budgets["target"].spend(t.cost)
+        self.budgets["source"].spend(s.cost)
+        outcome = reconcile(s.records, t.records, compacted=self.compacted.get(b.topic, False), aligned=True)
+        diffs = [d for d in outcome.differences if not (d.kind == MISSING and d.source_offset >= w.u_b)]
+        below_source = max(0, min(s.log_start, w.u_b) - w.u_a)
+        if below_source:
+            # target records matching no readable source record are copies of what retention or
+            # deleteRecords has taken since; the rest of those offsets never reached the target
+            foreign = [d for d in diffs if d.kind == FOREIGN][:below_source]
+            diffs = [d for d in diffs if d not in foreign]
+            self.tally.counts[b.topic]["expired"] += len(foreign)
+            never = below_source - len(foreign)
+            if never > 0:
+                self.tally.add(Finding("expired", b.topic, b.partition, w.u_a + len(foreign), None, never,
+                                       "deleted from the source before it was copied", now))
+        below_target = max(0, t.log_start - w.d_a)
+        if below_target:
+            gone = [d for d in diffs if d.kind == MISSING][:below_target]
+            diffs = [d for d in diffs if d not in gone]
+            if gone:
+                self.tally.add(Finding("expired", b.topic, b.partition, gone[0].source_offset, w.d_a, len(gone),
+                                       "below the target's log start", now))
+        missing = {d.source_offset for d in diffs if d.kind == MISSING}
+        replayed = [r.offset for r in s.records if r.offset >= w.u_b and r.offset not in missing]
+        for d in diffs:
+            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
+        if replayed:
+            self.tally.add(Finding(DUPLICATED, b.topic, b.partition, replayed[0], w.d_b, len(replayed),
+                                   "copied again: the replicator went back to this offset", now))
+        self.tally.verified(b.topic, outcome.verified, now)
+        self.tally.loss_checked(max(w.u_b - w.u_a, 0), now)
+
+    def check_content(self, deadline: float | None) -> None:
+        chunk = self.settings.chunk
+        while deadline is None or time.monotonic() < deadline:
+            if not (self.budgets["source"].available() and self.budgets["target"].available()):
+                return
+            keys = [k for k, b in self.books.items() if b.unchecked]
+            picked = self.order.next(keys)
+            if picked is None:
+                return
+            key, newest = picked
+            b = self.books[key]
+            seg = b.take_newest(chunk) if newest else b.take_oldest(chunk)
+            self._segment(b, seg, self.clock())
+            self.progress.add(seg.n)
+
+    def _segment(self, b: PartitionBook, seg: Segment, now: float) -> None:
+        remote = self.flow.remote(b.topic)
+        s = self.readers.source.read(b.topic, b.partition, seg.u, seg.u + seg.n)
+        t = self.readers.target.read(remote, b.partition, seg.d, seg.d + seg.n)
+        self.budgets["source"].spend(s.cost)
+        self.budgets["target"].spend(t.cost)
+        cut = max(s.log_start - seg.u, t.log_start - seg.d, 0)
+        if cut:  # one-to-one: the same count of records is gone from the front of both
+            if s.log_start - seg.u >= t.log_start - seg.d:
+                self.tally.counts[b.topic]["expired"] += min(cut, seg.n)
+            src = [r for r in s.records if r.offset >= seg.u + cut]
+            tgt = [r for r in t.records if r.offset >= seg.d + cut]
+        else:
+            src, tgt = s.records, t.records
+        outcome = reconcile(src, tgt, compacted=self.compacted.get(b.topic, False))
+        self.tally.verified(b.topic, outcome.verified, now)
+        for d in outcome.differences:
+            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
+
+    # --- what the exporters read ---------------------------------------------------------
+    def snapshot(self) -> dict:
+        now = self.clock()
+        return {
+            "flow": self.flow.name,
+            "counts": self.tally.totals(),
+            "topics": {t: dict(c) for t, c in sorted(self.tally.counts.items())},
+            "coverage": self.tally.coverage(now),
+            "findings": [f.to_json() for f in self.tally.findings],
+            "partitions": len(self.books),
+            "unchecked_records": sum(b.unchecked_records() for b in self.books.values()),
+            "pending_windows": sum(len(b.pending) for b in self.books.values()),
+            "read_bytes": {"source": self.budgets["source"].spent, "target": self.budgets["target"].spent},
+            "exactly_once": self.flow.exactly_once,
+            "source_isolation": self.flow.source_isolation,
+            "rounds": self.rounds,
+            "undecodable_syncs": self.undecodable_syncs,
+        }
