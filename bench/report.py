@@ -76,7 +76,7 @@ METHOD = """
 - **sparkmirror-baseline**: the default path run from another source tree (`--baseline-src`),
   for a change's before and after in the same run.
 - **sparkmirror-java**: the default path on another JDK (`--java-home`).
-- **mm2**: Apache MirrorMaker 2 4.1.1, dedicated mode, `tasks.max` = cores, producer
+- **mm2**: Apache MirrorMaker 2 of the Kafka version each run names, dedicated mode, `tasks.max` = cores, producer
   `batch.size=1000000`, `linger.ms=5`, no compression, `acks=all`, idempotent; consumer
   `max.poll.records=10000`, 50 MB fetches; offset-syncs and heartbeats on, as by default.
 - **raw**: a confluent-kafka consume->produce loop, one process per core, the direct
@@ -96,6 +96,9 @@ OTHER_SYSTEMS = ("sparkmirror-microbatch", "sparkmirror-realtime", "sparkmirror-
 #: Steady-state latencies of runs before this carry up to ~0.2 s of the probe's own wait (it
 #: asked for 10,000 records at a time; now it takes each record as it arrives).
 PROBE_FIXED = "2026-11-28T19:00"
+
+#: The Kafka (brokers and MM2) of runs recorded before each run stored its own.
+KAFKA_BEFORE_RECORDED = "4.1.1"
 
 RATIO_PEERS = ("mm2", "raw", *OTHER_SYSTEMS, "sparkmirror-baseline")
 
@@ -348,6 +351,8 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
     for workload, rows in newest.items():
         first = rows[0]
         out.append(f"\n## {workload}\n")
+        # runs recorded before the version was stored ran Kafka and MM2 4.1.1
+        out.append(f"Brokers and Apache MM2: Kafka {first.get('kafka', KAFKA_BEFORE_RECORDED)}.")
         if first.get("target_rate"):
             out.append(f"Steady state: {first['target_rate']:,.0f} records/s of {first.get('value_bytes')} B over "
                        f"{first.get('partitions')} partitions, {first.get('seconds')} s measured. Run "

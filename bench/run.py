@@ -586,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     command = "python -m bench.run " + shlex.join(argv if argv is not None else sys.argv[1:])
     for r in results:
-        r.update({"date": stamp, "machine": machine(), "command": command.strip()})
+        r.update({"date": stamp, "machine": machine(), "command": command.strip(), "kafka": artifacts.KAFKA_VERSION})
     for wl in chosen:
         by = median_rate_by_system([r for r in results if r["workload"] == wl["name"]])
         for system, (rate, low, high, n) in by.items():

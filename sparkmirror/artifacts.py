@@ -25,7 +25,7 @@ from sparkmirror.errors import SparkmirrorError
 
 log = logging.getLogger(__name__)
 
-KAFKA_VERSION = "4.1.1"
+KAFKA_VERSION = "4.3.1"
 SPARK_VERSION = "4.2.0"  # must equal the pinned pyspark; the connector jars follow it
 SCALA_BINARY = "2.13"
 LOG4J_VERSION = "2.24.3"
@@ -92,6 +92,32 @@ SPARK_KAFKA = JarSet(
 )
 
 ALL_SETS = (KAFKA, SPARK_KAFKA)
+
+#: Other Kafka releases the compatibility tests run brokers of (tests/integration/test_compat_matrix.py):
+#: the oldest line still widely run (3.9, the last with ZooKeeper mode too), the previous 4.x line
+#: and the newest broker release (4.4.0's connect-mirror is not on Maven Central, so MM2 stays at
+#: KAFKA_VERSION).
+COMPAT_VERSIONS = ("3.9.2", "4.2.1", "4.4.0")
+
+
+def kafka_broker_jars(version: str = KAFKA_VERSION) -> JarSet:
+    """The broker and its tools of one Kafka release (MM2 too for the pinned one)."""
+    if version == KAFKA_VERSION:
+        return KAFKA
+    # Kafka 3.x logs through log4j 1's API: log4j-1.2-api routes it to log4j2, so one config
+    # file serves every version.
+    bridge = (f"org.apache.logging.log4j:log4j-1.2-api:{LOG4J_VERSION}",) if version.startswith(("2.", "3.")) else ()
+    return JarSet(
+        name=f"kafka-broker-{version}",
+        artifacts=(
+            f"org.apache.kafka:kafka_{SCALA_BINARY}:{version}",
+            f"org.apache.kafka:kafka-server:{version}",
+            f"org.apache.kafka:kafka-tools:{version}",
+            f"org.apache.logging.log4j:log4j-slf4j2-impl:{LOG4J_VERSION}",
+            f"org.slf4j:slf4j-api:{SLF4J_VERSION}",
+            *bridge,
+        ),
+    )
 
 # Some parent POMs (Spark's) name extra repositories this machine cannot reach;
 # resolving everything through Maven Central alone keeps the fetch deterministic.

@@ -58,9 +58,10 @@ TOPICS_EXCLUDE_DEFAULT = ", ".join(DEFAULT_TOPICS_EXCLUDE)
 GROUPS_DEFAULT = ", ".join(DEFAULT_GROUPS)
 GROUPS_EXCLUDE_DEFAULT = ", ".join(DEFAULT_GROUPS_EXCLUDE)
 CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
-    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
-    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
-    r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "
+    "message.timestamp.difference.max.ms, log.message.timestamp.before.max.ms, "
+    "log.message.timestamp.after.max.ms, message.timestamp.type, "
+    "unclean.leader.election.enable, min.insync.replicas"
 )
 #: MM2's periodic loops: FlowConfig.interval_seconds() takes these names
 LOOPS = ("emit.heartbeats", "emit.checkpoints", "sync.group.offsets", "refresh.topics", "refresh.groups",
@@ -286,6 +287,7 @@ OTHER_CONNECTOR_KEYS: dict[str, str] = {
     "consumer.poll.timeout.ms": "how long MM2's source task waits in one poll" + _UNUSED,
     "use.incremental.alter.configs": "whether MM2 syncs topic configs with incremental alters" + _UNUSED,
     "add.source.alias.to.metrics": "whether MM2's metrics carry the source alias" + _UNUSED,
+    "metric.names.formats": "MM2's JMX metric names, legacy and/or new (Kafka 4.3+)" + _UNUSED,
     **{old: f"the deprecated name of `{new}`, read as it" for old, new in DEPRECATED_ALIASES.items()},
 }
 #: Every key MM2's connectors define: the top-level keys that reach every flow.

@@ -95,7 +95,7 @@ def test_real_mm2_store_matches_the_port_and_loses_precision(tmp_path):
     for b, c, mm2 in zip(behind, queries, real):
         truth = c + shift
         mine = ours.translate("orders", 0, c)
-        print(f"group {b:>9,} behind: sparkmirror re-reads {truth - mine}, Apache MM2 4.1.1 re-reads "
+        print(f"group {b:>9,} behind: sparkmirror re-reads {truth - mine}, Apache MM2 {artifacts.KAFKA_VERSION} re-reads "
               f"{truth - mm2 if mm2 is not None else 'n/a'} ({len(syncs)} syncs, offset.lag.max 100)")
         assert mine <= truth and truth - mine <= 100
         assert mm2 is not None and mm2 <= truth

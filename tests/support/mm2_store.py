@@ -1,5 +1,5 @@
-"""A Python port of Apache MM2 4.1's OffsetSyncStore, the reference the checkpoint tests compare
-sparkmirror's translation against, and the offset-syncs the data path writes for a copy."""
+"""A Python port of Apache MM2's OffsetSyncStore (the same class from 4.1 through 4.3.1): the
+reference the checkpoint tests compare sparkmirror's translation against, and the offset-syncs the data path writes for a copy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sparkmirror.model.records import OffsetSync
 
 
 class MM2OffsetSyncStore:
-    """Apache MM2 4.1's in-memory OffsetSyncStore for one partition, after its initial read.
+    """Apache MM2's in-memory OffsetSyncStore for one partition, after its initial read.
 
     A port for comparison only: slot 0 holds the newest sync; a new sync
     refreshes slots until the first one that still satisfies invariant B
