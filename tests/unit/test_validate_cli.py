@@ -174,3 +174,35 @@ def test_json_says_what_each_key_of_a_flow_does_where_it_was_set_and_its_default
         "value": "10", "default": "60", "line": 25, "description": "seconds between two rounds of checkpoints"}
     assert keys["topics"]["line"] is None and keys["topics"]["value"] == keys["topics"]["default"]
     assert all(k["description"] for k in keys.values())
+
+
+def test_a_kerberos_config_is_refused_at_the_mechanism_line_when_the_client_library_has_no_gssapi(
+        capsys, tmp_path):
+    from sparkmirror.model.clients import library_sasl_error
+
+    path = tmp_path / "kerberos.properties"
+    path.write_text("clusters = primary, dr\n"
+                    "primary.bootstrap.servers = p:9092\n"
+                    "dr.bootstrap.servers = d:9092\n"
+                    "primary->dr.enabled = true\n"
+                    "primary.security.protocol = SASL_SSL\n"
+                    "primary.sasl.mechanism = GSSAPI\n"
+                    "primary.sasl.kerberos.service.name = kafka\n"
+                    'primary.sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required '
+                    'useKeyTab=true keyTab="/etc/k/mm2.keytab" principal="mm2@EXAMPLE.COM";\n')
+    code, out, err = run(capsys, str(path))
+    refusal = library_sasl_error("GSSAPI")  # what the installed librdkafka itself says
+    if refusal is None:  # a GSSAPI-capable build: the same file is valid
+        assert code == 0 and "sasl.kerberos.principal=mm2@EXAMPLE.COM" in out
+        return
+    assert code == 2 and out == ""
+    ((file, line, rest),) = {located_line for located_line in located(err) if "GSSAPI" in located_line[2]}
+    assert (file, line) == (str(path), 6)
+    assert "cluster primary" in rest and "librdkafka" in rest and "Current build options" in rest
+    assert "docs/security.md" in rest
+
+
+def test_the_library_probe_accepts_what_the_pypi_wheel_has():
+    from sparkmirror.model.clients import library_sasl_error
+
+    assert [m for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER") if library_sasl_error(m)] == []
