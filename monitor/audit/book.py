@@ -45,6 +45,7 @@ class Window:
     d_a: int
     u_b: int
     d_b: int
+    seen_round: int = field(default=-1, compare=False)  # the engine's round that saw its closing sync
 
     @property
     def replay(self) -> bool:
@@ -57,6 +58,9 @@ class Window:
 
     def to_json(self) -> list[int]:
         return [self.u_a, self.d_a, self.u_b, self.d_b]
+
+    def follows(self, other: "Window") -> bool:
+        return self.u_a == other.u_b and self.d_a == other.d_b
 
 
 @dataclass

@@ -34,6 +34,8 @@ from monitor.loops import RoundFailures, repeat
 log = logging.getLogger(__name__)
 
 REPLICATORS = ("sparkmirror", "mm2")
+#: target records read as one window at most (irregular windows in a row are merged up to it)
+MAX_WINDOW = 5000
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ class AuditEngine:
         self.progress.total = sum(len(b.pending) for b in self.books.values()) + sum(
             b.unchecked_records() for b in self.books.values())
         self.check_log_starts(self.clock())
-        self.check_losses(self.clock())
+        self.check_losses(self.clock(), hold_newest=False)
         self.check_content(None)
 
     def take_syncs(self, now: float) -> None:
@@ -172,6 +174,8 @@ class AuditEngine:
             last = book.last
             accounted = book.add_sync(s.upstream_offset, s.downstream_offset,
                                       gaps_on_target=self.flow.exactly_once)
+            if book.pending and book.pending[-1].seen_round < 0:
+                book.pending[-1].seen_round = self.rounds
             if last is not None and book.last != last:
                 self.tally.replicated(max(book.last[0] - last[0], 0), now)
                 self.tally.loss_checked(accounted, now)
@@ -211,13 +215,24 @@ class AuditEngine:
                 if s_start > gone.u:
                     self.tally.counts[b.topic]["expired"] += gone.n
 
-    def check_losses(self, now: float) -> None:
+    def check_losses(self, now: float, *, hold_newest: bool = True) -> None:
+        """Read the irregular windows. Windows in a row are read as one (two swapped records make
+        three syncs in a row); the newest row is held for one round when it ends at the newest
+        sync, as its next sync may still belong to it."""
         for b in list(self.books.values()):
             while b.pending:
-                w = b.pending[0]
-                self._window(b, w, self.clock())
-                b.pending.pop(0)
-                self.progress.add(1)
+                chain = [b.pending[0]]
+                for w in b.pending[1:]:
+                    if not w.follows(chain[-1]) or w.d_b - chain[0].d_a > MAX_WINDOW:
+                        break
+                    chain.append(w)
+                last = chain[-1]
+                if (hold_newest and len(chain) == len(b.pending) and (last.u_b, last.d_b) == b.last
+                        and last.seen_round >= self.rounds):
+                    break
+                self._window(b, Window(chain[0].u_a, chain[0].d_a, last.u_b, last.d_b), self.clock())
+                del b.pending[:len(chain)]
+                self.progress.add(len(chain))
 
     def _window(self, b: PartitionBook, w: Window, now: float) -> None:
         # Read a little past the window when the target holds more than the source range: the

@@ -41,7 +41,7 @@ class ClusterReader:
             **base, "group.id": f"sparkmirror-audit-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
             "isolation.level": isolation, "max.partition.fetch.bytes": FETCH_BYTES,
-            "fetch.max.bytes": 4 * FETCH_BYTES, "queued.max.messages.kbytes": 1024, "fetch.wait.max.ms": 50,
+            "fetch.max.bytes": 1048576 + FETCH_BYTES, "queued.max.messages.kbytes": 1024, "fetch.wait.max.ms": 50,
         })
         self._admin_config = base
         self._admin: AdminClient | None = None
