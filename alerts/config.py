@@ -10,6 +10,11 @@ monitor_job: sparkmirror-monitor  # the job label Prometheus gives the monitor's
 thresholds:                      # any field of alerts/thresholds.py
   lag_seconds: 600
   lag_for: 15m
+rpo:                             # the recovery-point objectives (sparkmirror/objectives.py); null: none
+  lag_seconds: 30
+  target: 0.999
+  period: 30d
+  flows: {"lab->dr": null}       # per flow; null: no objective, the fixed lag alerts apply
 ```
 
 The committed files (alerts/sparkmirror-rules.yml, alerts/tests/*.yml,
@@ -28,6 +33,7 @@ import yaml
 
 from alerts.thresholds import Thresholds
 from sparkmirror import __version__
+from sparkmirror import objectives
 
 #: The project's public repository (web URL).
 REPOSITORY = "https://github.com/sparkmirror/sparkmirror"
@@ -51,6 +57,7 @@ class Config:
     selector: str = ""
     monitor_job: str = MONITOR_JOB
     thresholds: Thresholds = field(default_factory=Thresholds)
+    rpo: objectives.Objectives = objectives.DEFAULT
 
     def __post_init__(self) -> None:
         if not re.match(r"https?://[^/\s]+/\S*$", self.runbook_base) or "#" in self.runbook_base:
@@ -86,11 +93,15 @@ def load(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read the mixin config: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the mixin config must be a mapping (runbook_base, selector, monitor_job, "
-                          f"thresholds)")
+                          f"thresholds, rpo)")
     known = {f.name for f in fields(Config)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    try:
+        rpo = objectives_of(raw.pop("rpo")) if "rpo" in raw else objectives.DEFAULT
+    except objectives.ObjectiveError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     limits = raw.pop("thresholds", None) or {}
     if not isinstance(limits, dict):
         raise ConfigError(f"{path}: thresholds must be a mapping of names from alerts/thresholds.py")
@@ -108,6 +119,12 @@ def load(path: Path) -> Config:
         if expected is str and not re.fullmatch(r"(\d+[smhd])+", value):
             raise ConfigError(f"{path}: thresholds.{name} {value!r} is not a Prometheus duration such as 90s or 5m")
     try:
-        return replace(Config(**raw), thresholds=replace(defaults, **limits))
+        return replace(Config(**raw), thresholds=replace(defaults, **limits), rpo=rpo)
     except (TypeError, ConfigError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def objectives_of(raw: object) -> objectives.Objectives:
+    """The ``rpo:`` section of a mixin config: ``rpo: null`` turns objectives off (the fixed lag
+    alerts apply to every flow)."""
+    return objectives.section(raw)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -61,11 +62,25 @@ def render(config: mixin.Config = mixin.DEFAULT, for_overrides: dict[str, str] |
 
 
 def render_tests(config: mixin.Config = mixin.DEFAULT) -> dict[str, str]:
-    """File name -> text of each promtool test file, from alerts/cases/."""
-    rules = {r.name: r for r in build(config)}
+    """File name -> text of each promtool test file, from alerts/cases/.
+
+    A case file with a ``mixin:`` key (only ``rpo:`` for now) tests the rules rendered with that
+    section instead of the config's: they are written beside it as ``rules/<its name>``, which
+    its ``rule_files`` must name (the fixed lag alerts fire only for flows without an objective,
+    and the committed rules give every flow one)."""
     out = {}
     for path in sorted(CASES_DIR.glob("*.yml")):
         spec = yaml.safe_load(path.read_text())
+        case_config = config
+        variant = spec.pop("mixin", None)
+        if variant is not None:
+            if not isinstance(variant, dict) or set(variant) != {"rpo"}:
+                raise ValueError(f"{path}: mixin: may only set rpo:")
+            if spec.get("rule_files") != [f"rules/{path.name}"]:
+                raise ValueError(f"{path}: with mixin:, rule_files must be [rules/{path.name}]")
+            case_config = replace(config, rpo=mixin.objectives_of(variant["rpo"]))
+            out[f"rules/{path.name}"] = render(case_config)
+        rules = {r.name: r for r in build(case_config)}
         for case in spec["tests"]:
             for check in case.get("alert_rule_test", []):
                 rule = rules.get(check["alertname"])
@@ -74,7 +89,7 @@ def render_tests(config: mixin.Config = mixin.DEFAULT) -> dict[str, str]:
                 for alert in check.get("exp_alerts") or []:
                     alert["exp_labels"] = {"severity": rule.severity, **(alert.get("exp_labels") or {})}
                     alert["exp_annotations"] = {**(alert.get("exp_annotations") or {}),
-                                                "runbook_url": config.runbook_url(rule.name)}
+                                                "runbook_url": case_config.runbook_url(rule.name)}
         out[path.name] = TEST_HEADER.format(name=path.name) + _dump(spec)
     return out
 

@@ -1,24 +1,27 @@
 """sparkmirror's Prometheus alert rules, built from the metric specs in ``sparkmirror.metrics``.
 
-Every rule carries ``severity`` (``page`` wakes someone up, ``critical`` needs a
-person today, ``warning`` needs a look), a ``summary``, a ``description`` and a
-``runbook_url`` pointing at the rule's own section of docs/runbooks.md (the
-section heading is the alert name). ``build(config)`` makes the rules from a
-mixin config (alerts/config.py: selector, thresholds, ``for`` durations, runbook
-base URL); ``python -m alerts.generate`` writes the rule file.
+Every rule carries ``severity`` as the monitoring mixins have it (``critical``
+wakes someone up, ``warning`` opens a ticket, ``info`` is for the dashboards), a
+``summary``, a ``description`` and a ``runbook_url`` pointing at the rule's own
+section of docs/runbooks.md (the section heading is the alert name).
+``build(config)`` makes the rules from a mixin config (alerts/config.py: selector,
+thresholds, ``for`` durations, runbook base URL, recovery-point objectives);
+``recordings(config)`` the recording rules of the objectives (alerts/slo.py);
+``python -m alerts.generate`` writes the rule file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from alerts import slo
 from alerts.config import DEFAULT, Config
 from alerts.promql import heartbeat_latency_quantile
 from alerts.promql import sel as _sel
 from sparkmirror import metrics as m
 
 GROUP = "sparkmirror"
-SEVERITIES = ("page", "critical", "warning")
+SEVERITIES = ("critical", "warning", "info")
 
 #: What a failover now would do, per ``reason`` of sparkmirror_failover_blocked.
 FAILOVER_CONSEQUENCES = {
@@ -89,22 +92,32 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         return f"increase({s}[{w}]) > 0 or ({s} > 0 unless {s} offset {w})"
 
     up = f'up{{job="{config.monitor_job}"}}'
+    # the fixed lag alerts are the fallback for flows without a recovery-point objective
+    without_objective = f" unless on(flow) {slo.OBJECTIVE}"
     stuck = f"time() - {sel(m.LAST_EVALUATION)} > {t.monitor_evaluation_age_seconds}"
     # arrival, not age: a heartbeat's age includes the replication latency (a slow but healthy flow)
     age, timeout = sel(m.HEARTBEAT_ARRIVAL_AGE), sel(m.HEARTBEAT_TIMEOUT)
     stalled, failed = sel(m.FLOW_STATUS, 'status="STALL"'), sel(m.FLOW_STATUS, 'status="ERR"')
     unreachable = f"{sel(m.CLUSTER_UP)} == 0"
+    # flows with a cluster the monitor's requests fail on now (before it calls the cluster down)
+    erring = f"increase({sel(m.CLUSTER_ERRORS)}[1m]) > 0"
+    failing_sides = [f'label_replace({erring}, "{side}", "$1", "cluster", "(.*)")' for side in ("source", "target")]
+    cluster_failing = "(" + " or ".join(
+        f"max by (flow) ({sel(m.FLOW_INFO)} * on({side}) group_left() max by ({side}) ({expr}))"
+        for side, expr in zip(("source", "target"), failing_sides)) + ")"
     for label in ("source", "target"):
         unreachable = f'label_replace({unreachable}, "{label}", "$1", "cluster", "(.*)")'
     return (
         AlertRule(
             "SparkmirrorHeartbeatsStopped",
-            clusters(f"{age} > {timeout} and ({sel(m.HEARTBEAT_SEEN)} == 1 or {age} > {t.heartbeat_grace_seconds}) "
-                     f"and {sel(m.HEARTBEATS_EXPECTED)} == 1"),
-            t.heartbeats_stopped_for, "page",
+            clusters(f"{age} > {timeout} + {t.heartbeats_stopped_margin_seconds} and ({sel(m.HEARTBEAT_SEEN)} == 1 "
+                     f"or {age} > {t.heartbeat_grace_seconds}) and {sel(m.HEARTBEATS_EXPECTED)} == 1 "
+                     f"unless on(flow) ({age} <= {t.heartbeat_cluster_wait_seconds} and on(flow) {cluster_failing})"),
+            t.heartbeats_stopped_for, "critical",
             "Heartbeats of flow {{ $labels.flow }} stopped reaching the target",
             "No heartbeat of {{ $labels.flow }} has arrived on the target for {{ $value | humanizeDuration }}, "
-            "beyond the flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds, at least 10s), or the monitor has "
+            f"more than {t.heartbeats_stopped_margin_seconds}s beyond the flow's heartbeat timeout (2 x "
+            "emit.heartbeats.interval.seconds, at least 10s), or the monitor has "
             f"waited that long without seeing any (more than {t.heartbeat_grace_seconds}s: replicator never "
             "started, heartbeats topic missing): nothing is crossing from the source to the target cluster, "
             "so the disaster-recovery copy falls further behind every second.",
@@ -122,8 +135,31 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             measure=heartbeat_latency_quantile(t.latency_quantile, *config.matchers, window=t.latency_window),
         ),
         AlertRule(
+            "SparkmirrorRPOBudgetBurn",
+            clusters(slo.fast_burn(t)),
+            t.rpo_fast_burn_for, "critical",
+            "Flow {{ $labels.flow }} burns its recovery-point error budget fast",
+            "Over the last hour and the last 5 minutes, {{ $labels.flow }} spent its RPO error budget "
+            f"{{{{ $value | humanize }}}} times as fast as its objective allows (limit {t.rpo_fast_burn:g}x: "
+            f"{t.rpo_fast_burn * 100 / 720:.0f} % of a 30-day budget in one hour): the lag is above the flow's "
+            "recovery-point objective (or unknown) far more often than promised. Budget left over the "
+            f"period: {slo.BUDGET_LEFT_TEMPLATE}.",
+            measure=slo.burn_rate("1h"),
+        ),
+        AlertRule(
+            "SparkmirrorRPOBudgetBurnSlow",
+            clusters(slo.slow_burn(t)),
+            t.rpo_slow_burn_for, "warning",
+            "Flow {{ $labels.flow }} burns its recovery-point error budget faster than it lasts",
+            f"Over 6 hours (and the last 30 minutes), or over 3 days (and the last 6 hours), {{{{ $labels.flow }}}} "
+            f"spent its RPO error budget {{{{ $value | humanize }}}} times as fast as its objective allows (limits "
+            f"{t.rpo_slow_burn:g}x and {t.rpo_steady_burn:g}x): at this pace the budget runs out before the period "
+            f"ends. Budget left over the period: {slo.BUDGET_LEFT_TEMPLATE}.",
+            measure=slo.burn_rate("6h"),
+        ),
+        AlertRule(
             "SparkmirrorLagHigh",
-            clusters(f"{sel(m.FLOW_LAG_SECONDS)} > {t.lag_seconds}"),
+            clusters(f"{sel(m.FLOW_LAG_SECONDS)} > {t.lag_seconds}{without_objective}"),
             t.lag_for, "warning",
             "Flow {{ $labels.flow }} is far behind the source",
             "The oldest source record of {{ $labels.flow }} not yet on the target is "
@@ -134,7 +170,7 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         AlertRule(
             "SparkmirrorLagGrowing",
             clusters(f"deriv({sel(m.FLOW_LAG_RECORDS)}[{t.lag_growing_window}]) > 0 "
-                     f"and {sel(m.FLOW_LAG_SECONDS)} > {t.lag_growing_min_seconds}"),
+                     f"and {sel(m.FLOW_LAG_SECONDS)} > {t.lag_growing_min_seconds}{without_objective}"),
             t.lag_growing_for, "warning",
             "Lag of flow {{ $labels.flow }} keeps growing",
             "Records lag of {{ $labels.flow }} grows by {{ $value | humanize }} records/s "
@@ -218,7 +254,7 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         AlertRule(
             "SparkmirrorInternalRecordsUndecodable",
             grew(m.DECODE_ERRORS),
-            None, "warning",
+            None, "info",
             "Undecodable {{ $labels.record_type }} records in {{ $labels.topic }} on {{ $labels.cluster }}",
             "About {{ $value | humanize }} records of {{ $labels.topic }} on cluster {{ $labels.cluster }} "
             f"did not decode as {{{{ $labels.record_type }}}} in the last {t.data_lost_window} and were "
@@ -252,7 +288,7 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         AlertRule(
             "SparkmirrorClusterUnreachable",
             unreachable,
-            t.cluster_unreachable_for, "page",
+            t.cluster_unreachable_for, "critical",
             "Kafka cluster {{ $labels.cluster }} is unreachable from the monitor",
             "The monitor's requests to cluster {{ $labels.cluster }} keep failing or timing out: its flows' "
             "lag and heartbeats cannot be measured, and the replicator likely cannot reach it either. The "
@@ -290,14 +326,18 @@ BY_NAME: dict[str, AlertRule] = {r.name: r for r in RULES}
 
 def rule_file(config: Config = DEFAULT, for_overrides: dict[str, str] | None = None) -> dict:
     """The Prometheus rule file as a dict. ``for_overrides`` (alert name -> duration) is for tests
-    that cannot wait minutes; the committed file never uses it."""
+    that cannot wait minutes; the committed file never uses it.
+
+    The objectives' recording rules come first in the one group (a group evaluates its rules in
+    order, so each rule and alert reads the values of the same evaluation: with a second group
+    on its own clock, the budget in a notification depended on which group ran first)."""
     overrides = for_overrides or {}
     unknown = set(overrides) - set(BY_NAME)
     if unknown:
         raise ValueError(f"no such alert: {', '.join(sorted(unknown))}")
     return {"groups": [{
         "name": GROUP,
-        "rules": [r.to_rule(config, overrides.get(r.name)) for r in build(config)],
+        "rules": [*slo.recordings(config), *(r.to_rule(config, overrides.get(r.name)) for r in build(config))],
     }]}
 
 

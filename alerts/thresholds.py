@@ -23,7 +23,13 @@ class Thresholds:
     #: topic does not exist on the target): long enough for a replicator started together
     #: with the monitor to emit and copy its first heartbeat.
     heartbeat_grace_seconds: int = 120
-    heartbeats_stopped_for: str = "1m"
+    #: The page fires once no heartbeat has arrived for the timeout plus this margin, with no
+    #: ``for``: the age only grows while heartbeats are missing, so one scrape above it is the
+    #: silence itself, where a ``for`` would add up to an evaluation interval more. With the
+    #: shipped intervals a kill -9 pages within a minute (docs/alerts.md, Time to page) and a
+    #: silence up to timeout + margin (20 s at 1-s heartbeats) never pages.
+    heartbeats_stopped_margin_seconds: int = 10
+    heartbeats_stopped_for: str = "0s"
 
     #: p99 of heartbeat latency (source timestamp -> append on the target) over the
     #: window: the replicator is alive but slow.
@@ -32,6 +38,18 @@ class Thresholds:
     latency_seconds: int = 30
     latency_for: str = "10m"
 
+    #: Recovery-point objectives (the mixin config's ``rpo:``, alerts/slo.py): the SRE workbook's
+    #: burn rates. Critical when the last hour and the last 5 minutes both spend the budget
+    #: 14.4 times as fast as the period allows (2 % of a 30-day budget in an hour); warning at 6x
+    #: over 6 hours and 30 minutes, or 1x over 3 days and 6 hours (the budget would run out).
+    #: The short window already filters a blip, so the ``for`` only rides out one evaluation.
+    rpo_fast_burn: float = 14.4
+    rpo_fast_burn_for: str = "1m"
+    rpo_slow_burn: float = 6.0
+    rpo_steady_burn: float = 1.0
+    rpo_slow_burn_for: str = "15m"
+
+    #: The fixed lag alerts below apply only to flows without an objective.
     #: Age of the oldest source record not yet on the target: the recovery point if the
     #: source were lost now. Five minutes is the usual DR objective to start with.
     lag_seconds: int = 300
@@ -78,10 +96,12 @@ class Thresholds:
     retention_headroom_low_for: str = "2m"
 
     replicator_down_for: str = "2m"
-    #: Shorter than heartbeats_stopped_for on purpose: when a cluster goes away, its alert must be
-    #: firing before the alerts of the flows through it, which it inhibits (alerts/alertmanager.yml).
-    #: The monitor itself only reports a cluster down after consecutive failed refreshes.
+    #: When a cluster goes away, its alert must be firing before the alerts of the flows through it,
+    #: which it inhibits (alerts/alertmanager.yml); the heartbeats page of such a flow waits while
+    #: the monitor's requests to one of its clusters fail (up to heartbeat_cluster_wait_seconds of
+    #: silence). The monitor itself only reports a cluster down after consecutive failed refreshes.
     cluster_unreachable_for: str = "30s"
+    heartbeat_cluster_wait_seconds: int = 120
 
     #: The monitor is down when Prometheus cannot scrape it, or when it answers but its
     #: last evaluation is older than this (stuck event loop, every cluster timing out).

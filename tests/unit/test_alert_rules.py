@@ -46,11 +46,18 @@ REQUIRED = {
     "records the replicator reports lost": "SparkmirrorReplicatorRecordsLost",
     "a consumer group cannot fail over now": "SparkmirrorFailoverNotReady",
     "retention may delete unreplicated records soon": "SparkmirrorRetentionHeadroomLow",
+    "recovery-point error budget burning fast": "SparkmirrorRPOBudgetBurn",
+    "recovery-point error budget burning slowly": "SparkmirrorRPOBudgetBurnSlow",
 }
 
 
 def _committed_rules() -> list[dict]:
-    return [r for group in COMMITTED["groups"] for r in group["rules"]]
+    """The alerting rules of the committed file (the recording rules are in _recordings)."""
+    return [r for group in COMMITTED["groups"] for r in group["rules"] if "alert" in r]
+
+
+def _recordings() -> list[dict]:
+    return [r for group in COMMITTED["groups"] for r in group["rules"] if "record" in r]
 
 
 def test_committed_rules_tests_and_dashboards_are_current():
@@ -81,7 +88,7 @@ def test_promtool_accepts_the_rule_file():
     proc = subprocess.run([require_binary("promtool"), "check", "rules", str(generate.RULES_PATH)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"SUCCESS: {len(rules.RULES)} rules found" in proc.stdout
+    assert f"SUCCESS: {len(rules.RULES) + len(_recordings())} rules found" in proc.stdout
 
 
 def test_promtool_unit_tests_pass():
@@ -96,7 +103,8 @@ def test_every_rule_is_tested_firing_and_not_firing():
     firing, quiet = set(), set()
     for path in TESTS:
         spec = yaml.safe_load(path.read_text())
-        assert spec["rule_files"] == ["../sparkmirror-rules.yml"], f"{path.name} must test the committed file"
+        assert spec["rule_files"] in (["../sparkmirror-rules.yml"], [f"rules/{path.name}"]), \
+            f"{path.name} must test the committed file, or its own rendering of it"
         for case in spec["tests"]:
             for check in case.get("alert_rule_test", []):
                 (firing if check.get("exp_alerts") else quiet).add(check["alertname"])
@@ -118,14 +126,18 @@ def test_every_rule_has_severity_summary_description_and_runbook():
         assert name in headings, f"docs/runbooks.md has no section '## {name}'"
         body = next(s for s in sections if s.startswith(name))
         assert "Check:" in body and "Do:" in body, f"runbook of {name} must say what to check and do"
-    pages = [r["alert"] for r in _committed_rules() if r["labels"]["severity"] == "page"]
-    assert pages == ["SparkmirrorHeartbeatsStopped", "SparkmirrorClusterUnreachable"]
+    severities = {r["alert"]: r["labels"]["severity"] for r in _committed_rules()}
+    assert set(severities.values()) <= {"critical", "warning", "info"}
+    assert severities["SparkmirrorHeartbeatsStopped"] == severities["SparkmirrorClusterUnreachable"] == \
+        severities["SparkmirrorRPOBudgetBurn"] == "critical"
+    assert severities["SparkmirrorRPOBudgetBurnSlow"] == "warning"
 
 
 def test_rules_and_their_tests_use_only_metric_names_from_the_specs():
     known = set(m.BY_NAME) | {s.name + suffix for s in m.ALL if s.kind == "histogram"
                               for suffix in ("_bucket", "_sum", "_count")}
-    used = {n for r in _committed_rules() for n in re.findall(r"\bsparkmirror_[a-z0-9_]+", r["expr"])}
+    used = {n for r in _committed_rules() + _recordings()
+            for n in re.findall(r"(?<![:\w])sparkmirror_[a-z0-9_]+", r["expr"])}
     for path in TESTS:
         for case in yaml.safe_load(path.read_text())["tests"]:
             used |= {re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s["series"]).group(0) for s in case["input_series"]}
@@ -135,7 +147,7 @@ def test_rules_and_their_tests_use_only_metric_names_from_the_specs():
 
 def test_for_overrides_change_only_the_duration():
     normal = rules.rule_file()["groups"][0]["rules"]
-    fast = rules.rule_file(for_overrides={"SparkmirrorHeartbeatsStopped": "5s"})["groups"][0]["rules"]
+    fast = rules.rule_file(for_overrides={"SparkmirrorRPOBudgetBurn": "5s"})["groups"][0]["rules"]
     changed = [(a, b) for a, b in zip(normal, fast) if a != b]
     assert len(changed) == 1
     before, after = changed[0]
@@ -172,20 +184,28 @@ def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
     config = tmp_path / "mixin.yml"
     config.write_text(yaml.safe_dump({
         "runbook_base": "https://wiki.example.org/sm/runbooks.md", "selector": 'env="prod"',
-        "monitor_job": "sm-monitor", "thresholds": {"lag_seconds": 900, "lag_for": "20m"}}))
+        "monitor_job": "sm-monitor", "thresholds": {"lag_seconds": 900, "lag_for": "20m"},
+        "rpo": {"lag_seconds": 60, "flows": {"lab->dr": None, "gold->dr": {"target": 0.9999}}}}))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "generate", "--config", str(config), "--output-dir", str(out)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    rendered = {r["alert"]: r for g in yaml.safe_load((out / "sparkmirror-rules.yml").read_text())["groups"]
-                for r in g["rules"]}
+    every = [r for g in yaml.safe_load((out / "sparkmirror-rules.yml").read_text())["groups"] for r in g["rules"]]
+    rendered = {r["alert"]: r for r in every if "alert" in r}
     assert {r["annotations"]["runbook_url"].split("#")[0] for r in rendered.values()} == \
         {"https://wiki.example.org/sm/runbooks.md"}
     lag = rendered["SparkmirrorLagHigh"]
-    assert lag["expr"].startswith('(sparkmirror_flow_lag_seconds{env="prod"} > 900)') and lag["for"] == "20m"
+    assert lag["expr"].startswith('(sparkmirror_flow_lag_seconds{env="prod"} > 900 unless on(flow) '
+                                  'sparkmirror:flow_rpo_objective_seconds)') and lag["for"] == "20m"
     assert 'up{job="sm-monitor"}' in rendered["SparkmirrorMonitorDown"]["expr"]
     assert all('{env="prod"' in n or 'env="prod",' in n
-               for r in rendered.values() for n in re.findall(r"sparkmirror_\w+\{[^}]*\}", r["expr"]))
+               for r in every for n in re.findall(r"sparkmirror_\w+\{[^}]*\}", r["expr"]))
+    # one objective per flow: gold->dr its own (60 s, inherited, at 99.99 %), lab->dr none, the rest the default
+    objectives = [r["expr"] for r in every if r.get("record") == "sparkmirror:flow_rpo_objective_seconds"]
+    budgets = [r["expr"] for r in every if r.get("record") == "sparkmirror:flow_rpo_error_budget:ratio"]
+    assert objectives == ['max by (flow) (sparkmirror_flow_info{env="prod",flow="gold->dr"}) * 0 + 60',
+                          'max by (flow) (sparkmirror_flow_info{env="prod",flow!="gold->dr",flow!="lab->dr"}) * 0 + 60']
+    assert [b.rsplit(" + ", 1)[1] for b in budgets] == ["0.0001", "0.001"]
     tests = sorted(p.name for p in (out / "tests").glob("*.yml"))
     assert tests == sorted(p.name for p in generate.TESTS_DIR.glob("*.yml"))
     assert "https://wiki.example.org/sm/runbooks.md#" in (out / "tests" / tests[0]).read_text()
@@ -202,6 +222,11 @@ def test_a_mixin_config_renders_rules_tests_and_dashboards(tmp_path):
     ({"thresholds": {"lag_seconds": "300"}}, "must be a int"),
     ({"selecter": "x"}, "unknown key.*selecter"),
     ({"selector": "env=prod"}, "must be PromQL label matchers"),
+    ({"rpo": {"target": 99.9}}, "target must be a ratio between 0 and 1"),
+    ({"rpo": {"lag_seconds": "30s"}}, "rpo.lag_seconds must be a number"),
+    ({"rpo": {"flows": {"primary": None}}}, "not a flow name"),
+    ({"rpo": {"window": "30d"}}, "unknown key.*window"),
+    ({"rpo": {"period": "a month"}}, "not a duration"),
 ])
 def test_a_bad_mixin_config_is_an_error_naming_the_file(tmp_path, content, message):
     config = tmp_path / "mixin.yml"
@@ -213,8 +238,9 @@ def test_a_bad_mixin_config_is_an_error_naming_the_file(tmp_path, content, messa
 
 
 def test_check_notices_an_edited_test_file(tmp_path, monkeypatch):
-    for path in generate.TESTS_DIR.glob("*.yml"):
-        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "rules").mkdir()
+    for path in [*generate.TESTS_DIR.glob("*.yml"), *generate.TESTS_DIR.glob("rules/*.yml")]:
+        (tmp_path / path.relative_to(generate.TESTS_DIR)).write_text(path.read_text())
     monkeypatch.setattr(generate, "TESTS_DIR", tmp_path)
     assert generate.stale() == []
     edited = tmp_path / "heartbeats.yml"
@@ -255,3 +281,40 @@ def test_every_rule_names_its_measured_quantity():
     it does not induce; it must be a part of the rule's own expression."""
     for rule in rules.RULES:
         assert rule.measure and rule.measure in rule.expr, rule.name
+
+
+def test_one_incident_pages_once_heartbeats_stopped_inhibits_the_budget_burns():
+    """The heartbeats page inhibits its flow's budget burns (a dead replicator burns the budget too),
+    the fast burn the slow burn's ticket; every page goes out after a 5-s group_wait and tickets
+    and info alerts have routes of their own."""
+    config = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
+
+    def targets(source: str) -> set[str]:
+        names = set()
+        for rule in config["inhibit_rules"]:
+            if rule["source_matchers"] == [f'alertname="{source}"'] and rule["equal"] == ["flow"]:
+                for matcher in rule["target_matchers"]:
+                    names |= set(re.fullmatch(r'alertname=~?"(.+)"', matcher).group(1).split("|"))
+        return names
+
+    assert {"SparkmirrorRPOBudgetBurn", "SparkmirrorRPOBudgetBurnSlow", "SparkmirrorReplicatorDown",
+            "SparkmirrorLagHigh"} <= targets("SparkmirrorHeartbeatsStopped")
+    assert targets("SparkmirrorRPOBudgetBurn") == {"SparkmirrorRPOBudgetBurnSlow"}
+    route = config["route"]
+    assert route["receiver"] == "pager" and route["group_wait"] == "5s"
+    assert {tuple(r["matchers"]): r["receiver"] for r in route["routes"]} == {
+        ('severity="warning"',): "tickets", ('severity="info"',): "info"}
+
+
+def test_the_shipped_intervals_page_a_dead_replicator_within_a_minute_at_worst():
+    """The budget of docs/alerts.md (Time to page), from the shipped files: the heartbeat interval,
+    the timeout and margin, the monitor's refresh, a scrape, an evaluation and the group_wait."""
+    prometheus = yaml.safe_load((ROOT / "alerts" / "prometheus.yml").read_text())["global"]
+    alertmanager = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())["route"]
+    t = mixin.DEFAULT.thresholds
+    seconds = {"s": 1, "m": 60}
+    parse = lambda d: int(d[:-1]) * seconds[d[-1]]  # noqa: E731
+    worst = (1 + 10 + t.heartbeats_stopped_margin_seconds + 5 + parse(prometheus["scrape_interval"])
+             + parse(prometheus["evaluation_interval"]) + parse(t.heartbeats_stopped_for)
+             + parse(alertmanager["group_wait"]))
+    assert worst < 60, worst
