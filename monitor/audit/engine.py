@@ -28,7 +28,7 @@ from monitor.audit.book import PartitionBook, Segment, Window
 from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget
 from monitor.audit.findings import Finding, Tally
 from monitor.audit.reader import ClusterReader
-from monitor.audit.reconcile import DUPLICATED, FOREIGN, MISSING, reconcile
+from monitor.audit.reconcile import DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, reconcile
 from monitor.loops import RoundFailures, repeat
 
 log = logging.getLogger(__name__)
@@ -162,15 +162,16 @@ class AuditEngine:
     def take_syncs(self, now: float) -> None:
         syncs, self.sync_positions, bad = self.readers.syncs.read_syncs(self.flow.syncs_topic, self.sync_positions)
         self.undecodable_syncs += bad
-        fresh: list[PartitionBook] = []
+        if self.flow.topics is not None:
+            syncs = [s for s in syncs if s.topic in self.flow.topics]
+        firsts: dict[tuple[str, int], int] = {}
         for s in syncs:
-            if self.flow.topics is not None and s.topic not in self.flow.topics:
-                continue
-            key = (s.topic, s.partition)
-            book = self.books.get(key)
-            if book is None:
-                book = self.books[key] = PartitionBook(s.topic, s.partition)
-                fresh.append(book)
+            firsts.setdefault((s.topic, s.partition), s.upstream_offset)
+        fresh = [k for k in firsts if k not in self.books]
+        if fresh:
+            self._open_books(fresh, firsts, now)
+        for s in syncs:
+            book = self.books[(s.topic, s.partition)]
             last = book.last
             accounted = book.add_sync(s.upstream_offset, s.downstream_offset,
                                       gaps_on_target=self.flow.exactly_once)
@@ -179,17 +180,27 @@ class AuditEngine:
             if last is not None and book.last != last:
                 self.tally.replicated(max(book.last[0] - last[0], 0), now)
                 self.tally.loss_checked(accounted, now)
-        new_topics = [t for t in {b.topic for b in fresh} if t not in self.compacted]
+
+    def _open_books(self, keys: list[tuple[str, int]], firsts: dict[tuple[str, int], int], now: float) -> None:
+        """Books for partitions seen for the first time. A replicator need not sync its first record
+        (MM2 replaces a pending sync by a newer one while its producer is busy), so when both logs
+        still start at 0 the first window runs from (0, 0); otherwise what lies before the first
+        sync cannot be paired with the target, and is unverifiable."""
+        new_topics = [t for t in {t for t, _ in keys} if t not in self.compacted]
         if new_topics:
             self.compacted.update(self.readers.source.compacted(new_topics))
-        if fresh:
-            starts = self.readers.source.log_starts([(b.topic, b.partition) for b in fresh])
-            for b in fresh:
-                start = starts.get((b.topic, b.partition))
-                if start is not None and b.first[0] > start:
-                    # the syncs of the older records were compacted away before the audit saw them
-                    self.tally.add(Finding("unverifiable", b.topic, b.partition, start, None, b.first[0] - start,
-                                           "copied before the first offset-sync the audit saw", now))
+        src = self.readers.source.log_starts(keys)
+        tgt = self.readers.target.log_starts([(self.flow.remote(t), p) for t, p in keys])
+        for topic, partition in keys:
+            book = self.books[(topic, partition)] = PartitionBook(topic, partition)
+            start, first = src.get((topic, partition)), firsts[(topic, partition)]
+            if start is None or first <= start:
+                continue
+            if start == 0 and tgt.get((self.flow.remote(topic), partition)) == 0:
+                book.add_sync(0, 0)
+            else:
+                self.tally.add(Finding("unverifiable", topic, partition, start, None, first - start,
+                                       "copied before the first offset-sync the audit saw", now))
 
     def check_log_starts(self, now: float) -> None:
         books = list(self.books.values())
@@ -244,7 +255,16 @@ class AuditEngine:
         self.budgets["target"].spend(t.cost)
         self.budgets["source"].spend(s.cost)
         outcome = reconcile(s.records, t.records, compacted=self.compacted.get(b.topic, False), aligned=True)
-        diffs = [d for d in outcome.differences if not (d.kind == MISSING and d.source_offset >= w.u_b)]
+        # source records past u_b were read only to explain a surplus: one still missing belongs to the next
+        # window, and a target record paired with one as "different" is simply not from the source
+        diffs = []
+        for d in outcome.differences:
+            beyond = d.source_offset is not None and d.source_offset >= w.u_b
+            if beyond and d.kind == MISSING:
+                continue
+            if beyond and d.kind == MISMATCHED and d.detail != "out of order":
+                d = Difference(FOREIGN, None, d.target_offset, "no such record on the source")
+            diffs.append(d)
         below_source = max(0, min(s.log_start, w.u_b) - w.u_a)
         if below_source:
             # target records matching no readable source record are copies of what retention or
@@ -317,6 +337,8 @@ class AuditEngine:
             "coverage": self.tally.coverage(now),
             "findings": [f.to_json() for f in self.tally.findings],
             "partitions": len(self.books),
+            # per source partition, the newest synced source offset: what the counts reach up to
+            "positions": {f"{t}/{p}": b.last[0] for (t, p), b in sorted(self.books.items()) if b.last},
             "unchecked_records": sum(b.unchecked_records() for b in self.books.values()),
             "pending_windows": sum(len(b.pending) for b in self.books.values()),
             "read_bytes": {"source": self.budgets["source"].spent, "target": self.budgets["target"].spent},

@@ -1,0 +1,128 @@
+"""The audit of a healthy copy made by the real Apache MirrorMaker 2, then of two harms done to it.
+
+MM2 copies a plain topic, a compacted one and one written in transactions (some
+aborted: MM2 reads read_uncommitted by default, so it copies those too, and the audit
+reads the source as MM2 does; read as sparkmirror reads, those copies are foreign). The audit finds 0 missing and 0 altered, with every
+synced record accounted for. Then ``deleteRecords`` on the mirror topic and a foreign
+record produced into it are each reported at their exact offsets. (The 10-minute run,
+with a kill -9 of MM2 in the middle, is bench/audit_soak.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from devenv.mm2 import MirrorMaker2, single_node_settings
+from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
+from monitor.audit.reader import ClusterReader
+from sparkmirror.configfile import load_config
+from sparkmirror_cli import audit as audit_cli
+from tests.support.kafka import create_topic
+from tests.support.monitor import produce_raw
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
+
+
+def _transactions(bootstrap, topic, tid):
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    for n in range(8):
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(topic, b"tx%d-%d" % (n, i), key=b"t%d" % i, partition=i % 2)
+        if n in (1, 4):
+            p.flush(30)  # on the log before the abort, which would otherwise purge them unsent
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+
+
+def test_a_healthy_mm2_copy_audits_clean_and_later_harm_is_named(kafka_clusters, tmp_path, unique, capsys):
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    p, d = f"p{unique}", f"d{unique}"
+    plain, compacted, txn = f"plain-{unique}", f"compact-{unique}", f"txn-{unique}"
+    create_topic(primary, plain, partitions=2)
+    create_topic(primary, compacted, partitions=1, config={"cleanup.policy": "compact", "segment.ms": "500",
+                                                           "min.cleanable.dirty.ratio": "0.01"})
+    create_topic(primary, txn, partitions=2)
+    produce_raw(primary, plain, [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2,
+                                  "headers": [("h", b"%d" % i)]} for i in range(400)])
+    produce_raw(primary, compacted, [{"key": b"k%d" % (i % 20), "value": b"c%d" % i, "partition": 0}
+                                     for i in range(200)])
+    _transactions(primary, txn, f"tx-{unique}")
+    topics = [plain, compacted, txn]
+    mm2 = MirrorMaker2({
+        "clusters": f"{p}, {d}", f"{p}.bootstrap.servers": primary, f"{d}.bootstrap.servers": dr,
+        f"{p}->{d}.enabled": "true", f"{p}->{d}.topics": ", ".join(topics), f"{d}->{p}.enabled": "false",
+        "emit.checkpoints.enabled": "false", "sync.topic.acls.enabled": "false",
+        "refresh.topics.interval.seconds": "5", "offset.lag.max": "10", "tasks.max": "1",
+        **single_node_settings(),
+    }, tmp_path / "mm2")
+    mm2.work_dir.mkdir(parents=True)
+    mm2.config_file.write_text("".join(f"{k} = {v}\n" for k, v in mm2.properties.items()))
+    config = load_config(mm2.config_file)
+    flow = AuditFlow.of(config, config.flow(p, d), "mm2", topics)
+    assert flow.source_isolation == "read_uncommitted"
+    readers = Readers(ClusterReader(p, {"bootstrap.servers": primary}, flow.source_isolation),
+                      ClusterReader(d, {"bootstrap.servers": dr}, "read_committed"),
+                      ClusterReader(p, {"bootstrap.servers": primary}, "read_committed"))
+    engine = AuditEngine(flow, readers, AuditSettings(state_path=tmp_path / "audit.json"))
+    source_records = 400 + 200 + 160
+    try:
+        with mm2:
+            def synced():
+                engine.round()
+                snap = engine.snapshot()
+                # records up to the newest sync of each partition (MM2 syncs every 10 records here)
+                return sum(snap["positions"].values()) >= source_records - 6 * 12 and snap["unchecked_records"] == 0 \
+                    and snap["pending_windows"] == 0 and snap
+            try:
+                snap = wait_until(synced, 150, interval=1.0, what="MM2's syncs reaching the end of every topic")
+            except AssertionError:
+                assert mm2.running(), f"MM2 exited; see {mm2.log_file}"
+                raise
+            c = snap["counts"]
+            assert (c["missing"], c["mismatched"], c["unverifiable"]) == (0, 0, 0), snap["findings"]
+            assert c["verified"] >= 0.8 * (400 + 160), snap
+            assert snap["coverage"]["loss"] == 1.0, snap["coverage"]
+            # read as sparkmirror would (read_committed), MM2's copies of the aborted records are foreign
+            code = audit_cli.main(["audit", str(mm2.config_file), "--flow", f"{p}->{d}", "--topic", txn, "--json"])
+            wrong = json.loads(capsys.readouterr().out)
+            assert code == 1 and wrong["counts"]["mismatched"] >= 20, wrong["counts"]
+            assert {f["kind"] for f in wrong["findings"]} == {"foreign"}
+
+            # deleteRecords on the mirror topic: named by its target offsets, with the source's
+            remote = f"{p}.{plain}"
+            admin = AdminClient({"bootstrap.servers": dr})
+            for f in admin.delete_records([TopicPartition(remote, 0, 50)]).values():
+                f.result(30)
+            engine.round()
+            expired = [f for f in engine.snapshot()["findings"] if f["kind"] == "expired"]
+            assert [(f["topic"], f["partition"], f["source_offset"], f["target_offset"], f["count"])
+                    for f in expired] == [(plain, 0, 0, 0, 50)], expired
+
+            # a foreign record produced into the mirror topic, then more of the source's
+            landed = []
+            foreign = Producer({"bootstrap.servers": dr})
+            foreign.produce(remote, b"not from the source", key=b"intruder", partition=1,
+                            on_delivery=lambda err, msg: landed.append(msg.offset()))
+            foreign.flush(30)
+            time.sleep(0.5)
+            produce_raw(primary, plain, [{"key": b"m%d" % i, "value": b"more", "partition": 1} for i in range(40)])
+
+            def foreign_found():
+                engine.round()
+                return [f for f in engine.snapshot()["findings"] if f["kind"] == "foreign"]
+            found = wait_until(foreign_found, 90, interval=1.0, what="the foreign record named",
+                               details=lambda: f"findings: {engine.snapshot()['findings']}")
+            assert [(f["topic"], f["partition"], f["target_offset"]) for f in found] == [(plain, 1, landed[0])]
+            c = engine.snapshot()["counts"]
+            assert (c["missing"], c["mismatched"]) == (0, 1), engine.snapshot()["findings"]
+    finally:
+        readers.close()
