@@ -1,7 +1,8 @@
-"""Single-node KRaft Apache Kafka clusters on loopback, for development and tests.
+"""Single-node Apache Kafka clusters on loopback, for development and tests.
 
-Each cluster is one JVM running broker and controller together, with its own ports
-and data directory, ``auto.create.topics.enable=false`` (nothing in sparkmirror may
+Each cluster is one JVM running broker and controller together (KRaft), or a broker
+with a ZooKeeper of its own (``zookeeper=True``, Kafka 3.x only), of the pinned Kafka
+version or another (``version``), with its own ports and data directory, ``auto.create.topics.enable=false`` (nothing in sparkmirror may
 rely on auto-creation) and the StandardAuthorizer on with
 ``allow.everyone.if.no.acl.found=true`` so that ACL sync can be tested. Heaps are
 sized so that two clusters and Spark fit on a 2-core / 24 GiB machine.
@@ -20,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devenv.security import SaslSsl
+from devenv.security import MutualTls, SaslSsl
 from sparkmirror import artifacts
 from sparkmirror.errors import ClusterError
 
@@ -38,6 +39,8 @@ appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 logger.started.name = kafka.server.KafkaRaftServer
 logger.started.level = INFO
+logger.startedzk.name = kafka.server.KafkaServer
+logger.startedzk.level = INFO
 """
 
 
@@ -65,10 +68,18 @@ class KafkaCluster:
     extra_config: dict[str, str] = field(default_factory=dict)
     #: None: PLAINTEXT (the default). Otherwise clients must use SASL_SSL with these users and CA.
     sasl_ssl: SaslSsl | None = None
+    #: None: as above. Otherwise clients must use SSL with a certificate this CA signed.
+    mtls: MutualTls | None = None
     #: None: a fresh random id at format time. Nodes of one multi-node cluster share theirs.
     cluster_id: str | None = None
+    #: The Kafka release the broker runs (artifacts.COMPAT_VERSIONS holds the other tested ones).
+    version: str = artifacts.KAFKA_VERSION
+    #: True: a ZooKeeper-mode broker (Kafka 3.x), with its own ZooKeeper started and stopped with it.
+    zookeeper: bool = False
     process: subprocess.Popen | None = None
     pid: int | None = None
+    zookeeper_port: int | None = None
+    _zookeeper_process: subprocess.Popen | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -114,19 +125,36 @@ class KafkaCluster:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
+        if self.zookeeper:
+            for key in ("process.roles", "node.id", "controller.quorum.voters", "controller.listener.names"):
+                del props[key]
+            props.update({
+                "broker.id": "1",
+                "zookeeper.connect": f"127.0.0.1:{self.zookeeper_port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            })
+            for key in [k for k in props if k.startswith("share.")]:
+                del props[key]
         if self.sasl_ssl is not None:
             props.update(self.sasl_ssl.broker_properties(self.port, self.controller_port))
+        if self.mtls is not None:
+            props.update(self.mtls.broker_properties(self.port, self.controller_port))
         props.update(self.extra_config)
         return props
 
     def client_config(self, user: str | None = None, password: str | None = None) -> dict[str, str]:
-        """confluent-kafka settings besides bootstrap.servers: none for PLAINTEXT, SASL_SSL otherwise."""
+        """confluent-kafka settings besides bootstrap.servers: none for PLAINTEXT, SASL_SSL or SSL
+        with a client certificate otherwise."""
+        if self.mtls is not None:
+            return self.mtls.librdkafka(user or "mirror")
         if self.sasl_ssl is None:
             return {}
         return self.sasl_ssl.librdkafka(*([user] if user else []), password=password)
 
     def _java(self, main: str, *args: str, **popen) -> subprocess.Popen:
-        jars = artifacts.ensure(artifacts.KAFKA)
+        jars = artifacts.ensure(artifacts.kafka_broker_jars(self.version))
         cmd = [
             artifacts.java_binary(),
             "-Xms256m", f"-Xmx{self.heap}",
@@ -142,8 +170,8 @@ class KafkaCluster:
         cfg = self.data_dir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
-        if (self.data_dir / "log" / "meta.properties").exists():
-            return
+        if self.zookeeper or (self.data_dir / "log" / "meta.properties").exists():
+            return  # a ZooKeeper-mode broker registers itself; nothing to format
         cluster_id = self.cluster_id or "-"
         while cluster_id.startswith("-"):  # kafka-storage would read a leading '-' as an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -164,6 +192,8 @@ class KafkaCluster:
                     cluster=self.name,
                     hint="stop what listens there (sparkmirror dev down?) or choose other ports",
                 )
+        if self.zookeeper:
+            self._start_zookeeper()
         self.format()
         out = open(self.data_dir / "stdout.log", "ab")
         self.process = self._java(
@@ -175,6 +205,26 @@ class KafkaCluster:
         (self.data_dir / "pid").write_text(str(self.pid))
         self.wait_ready(timeout)
         return self
+
+    def _start_zookeeper(self) -> None:
+        if not self.version.startswith(("2.", "3.")):
+            raise ClusterError(f"Kafka {self.version} has no ZooKeeper mode (removed in 4.0)", cluster=self.name)
+        if self.zookeeper_port is None:
+            self.zookeeper_port = free_port()
+        zk_dir = self.data_dir / "zookeeper"
+        zk_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
+        # ZooKeeper ships in Kafka 3.x's own dependencies; its admin server would take port 8080.
+        self._zookeeper_process = self._java(
+            "-Dzookeeper.admin.enableServer=false", "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(self.zookeeper_port), str(zk_dir),
+            stdout=open(self.data_dir / "zookeeper.log", "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not _port_open(self.zookeeper_port):
+            if self._zookeeper_process.poll() is not None or time.monotonic() > deadline:
+                raise ClusterError(f"ZooKeeper did not start; see {self.data_dir / 'zookeeper.log'}", cluster=self.name)
+            time.sleep(0.2)
 
     def wait_ready(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
@@ -192,12 +242,26 @@ class KafkaCluster:
             if _port_open(self.port):
                 try:
                     md = admin.list_topics(timeout=2)
-                    if md.brokers:
+                    if md.brokers and self._groups_ready(admin):
                         return
                 except Exception as exc:  # not ready yet
                     last = exc
             time.sleep(0.2)
         raise ClusterError(f"Kafka did not answer metadata within {timeout:.0f}s ({last})", cluster=self.name)
+
+    def _groups_ready(self, admin) -> bool:
+        """Whether every partition of __consumer_offsets has loaded: a group request to a
+        partition still loading fails with COORDINATOR_LOAD_IN_PROGRESS, which librdkafka's
+        offset commit does not retry. One probe group per partition (Kafka places a group by
+        its name's Java hashCode)."""
+        partitions = int(self.server_properties().get("offsets.topic.num.partitions", "50"))
+        probes = _probe_groups(partitions)
+        for future in admin.describe_consumer_groups(probes, request_timeout=5).values():
+            try:
+                future.result(10)
+            except Exception:  # loading, or the coordinator not elected yet
+                return False
+        return True
 
     def is_running(self) -> bool:
         pid = self.pid or self._pid_from_file()
@@ -246,6 +310,31 @@ class KafkaCluster:
             (self.data_dir / "pid").unlink()
         except FileNotFoundError:
             pass
+        if self._zookeeper_process is not None:
+            self._zookeeper_process.terminate()
+            try:
+                self._zookeeper_process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._zookeeper_process.kill()
+            self._zookeeper_process = None
+
+
+def _java_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _probe_groups(partitions: int) -> list[str]:
+    """A group name per __consumer_offsets partition (Kafka's Utils.abs(hashCode) % partitions)."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < partitions:
+        name = f"sparkmirror-ready-{i}"
+        found.setdefault((_java_hash(name) & 0x7FFFFFFF) % partitions, name)
+        i += 1
+    return [found[p] for p in range(partitions)]
 
 
 class _QuietLogger:

@@ -6,6 +6,7 @@ The data path and the control plane both make their clients here.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 
 from sparkmirror.adminproc import AdminProcess
@@ -31,6 +32,11 @@ def forget_error(alias: str) -> None:
     _LAST_ERRORS.pop(alias, None)
 
 
+#: librdkafka reports a TLS handshake the broker refused (an untrusted client certificate, a
+#: server certificate the client does not trust) as a transport error; its text says which.
+_TLS_FAILURE = re.compile(r"SSL handshake failed|ssl/tls alert|certificate verify failed|SSL routines", re.I)
+
+
 class _ErrorRecorder:
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
@@ -40,7 +46,7 @@ class _ErrorRecorder:
             from confluent_kafka import KafkaError
 
             if err.code() == KafkaError._AUTHENTICATION or err.code() in (
-                    KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
+                    KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED) or _TLS_FAILURE.search(err.str()):
                 _LAST_ERRORS[self.cluster] = err.str()
             log.debug("cluster %s: client error %s", self.cluster, err.str())
         except Exception:

@@ -67,6 +67,14 @@ def sasl_ssl_clusters(tmp_path_factory) -> TestClusters:
     yield from cluster_pair(tmp_path_factory.mktemp("kafka-sasl-ssl"), sasl_ssl=True)
 
 
+@pytest.fixture(scope="module")
+def mtls_clusters(tmp_path_factory) -> TestClusters:
+    """A `primary`/`dr` pair for one module whose clients must present a certificate (mutual TLS,
+    no SASL). ``cluster.mtls`` holds the CA, the broker keystore and user ``mirror``'s certificate
+    with its encrypted key; ``cluster.client_config()`` gives confluent-kafka settings."""
+    yield from cluster_pair(tmp_path_factory.mktemp("kafka-mtls"), mtls=True)
+
+
 @pytest.fixture
 def unique() -> str:
     """A short unique suffix so tests sharing the session clusters never share topics."""

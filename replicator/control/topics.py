@@ -64,7 +64,7 @@ def list_topics(admin, cluster: str, timeout: float = 30.0):
         if why:
             raise ClusterError(f"cannot read the topic list: {why}", cluster=cluster,
                                hint="check the security settings of this cluster in mm2.properties "
-                                    "(ALIAS.sasl.jaas.config, ALIAS.ssl.truststore.*)") from None
+                                    "(ALIAS.sasl.jaas.config, ALIAS.ssl.truststore.*, ALIAS.ssl.keystore.*)") from None
         if time.monotonic() >= deadline:
             raise ClusterError(f"cannot read the topic list: {text}", cluster=cluster) from None
 

@@ -30,7 +30,7 @@ from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
-from tests.support.waiting import wait_until
+from tests.support.secured import files_under, leaks, topic_exists, wait_for_records
 from tests.support.web import fetch
 
 pytestmark = pytest.mark.kafka
@@ -72,28 +72,6 @@ def secrets_of(clusters, client_key: tuple[Path, str]) -> dict[str, str]:
             if line and not line.startswith("-----")]
     out.update({f"client key line {i}": line for i, line in enumerate(body)})
     return out
-
-
-def leaks(text: str, secrets: dict[str, str]) -> list[str]:
-    found = []
-    for name, secret in secrets.items():
-        if len(secret) < MIN_SECRET:
-            # A PEM's last base64 line can be a few characters ("Aw=="), or none at all once cut:
-            # found in any text by chance, it would say nothing.
-            continue
-        # the whole secret, and a cut from its random middle (a truncated echo shows that)
-        if secret in text or secret[-24:-12] in text:
-            found.append(name)
-    return found
-
-
-#: shorter secrets (a key's short last line) are not looked for: they would match by chance
-MIN_SECRET = 24
-
-
-def files_under(directory: Path) -> dict[str, str]:
-    return {f"file {p.relative_to(directory)}": p.read_bytes().decode("utf-8", "replace")
-            for p in directory.rglob("*") if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -210,28 +188,11 @@ def test_replicate_and_monitor_over_sasl_ssl_show_no_secret(sasl_ssl_clusters, c
 
 
 def wait_for_topic(cluster, topic: str, timeout: float, replicator: Replicator) -> None:
-    replicator.wait_until(lambda: topic_exists(cluster, topic), timeout, what=f"{topic} on {cluster.name}")
+    replicator.wait_until(lambda: topic_exists(cluster, topic, "mirror"), timeout, what=f"{topic} on {cluster.name}")
 
 
 def wait_for(cluster, topic: str, record_type, done, timeout: float) -> list:
-    """The decoded records of an internal topic, read as user ``mirror`` until ``done(records)``."""
-    records: list = []
-
-    def read():
-        if not topic_exists(cluster, topic):
-            return None
-        records[:] = [record_type.decode(m.key(), m.value()) for m in
-                      consume_all(cluster.bootstrap, topic, timeout=30, **cluster.client_config("mirror"))]
-        return done(records) and list(records)
-
-    return wait_until(read, timeout, interval=1, what=f"the records wanted on {topic} on {cluster.name}",
-                      details=lambda: f"last records read: {records[-10:]}")
-
-
-def topic_exists(cluster, topic: str) -> bool:
-    from tests.support.kafka import admin
-
-    return topic in admin(cluster.bootstrap, **cluster.client_config("mirror")).list_topics(timeout=10).topics
+    return wait_for_records(cluster, topic, record_type, done, timeout, user="mirror")
 
 
 def test_wrong_password_is_a_clear_error_naming_the_cluster_and_showing_no_secret(sasl_ssl_clusters, client_key,

@@ -7,6 +7,7 @@ fixtures, or a module that needs a pair of its own).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -20,19 +21,28 @@ class TestClusters:
         return {"primary": self.primary, "dr": self.dr}[name]
 
 
-def cluster_pair(base, sasl_ssl: bool = False):
+def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False):
     """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
 
     With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
-    devenv.security) and accepts clients on SASL_SSL only."""
+    devenv.security) and accepts clients on SASL_SSL only; with ``mtls`` its own CA and a
+    client certificate for user ``mirror``, and accepts clients on SSL with one only."""
     from devenv.kafka import KafkaCluster, free_port
-    from devenv.security import SaslSsl
+    from devenv.security import MutualTls, SaslSsl
 
     clusters = [
         KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
-                     sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None)
+                     sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None,
+                     mtls=MutualTls.create(base / f"{name}-mtls", name) if mtls else None)
         for name in ("primary", "dr")
     ]
+    with running(clusters):
+        yield TestClusters(*clusters)
+
+
+@contextlib.contextmanager
+def running(clusters: list):
+    """Start ``clusters`` (KafkaCluster) in parallel; stop them all on leaving."""
     errors: list[BaseException] = []
 
     def start(c):
@@ -49,7 +59,7 @@ def cluster_pair(base, sasl_ssl: bool = False):
     try:
         if errors:
             raise errors[0]
-        yield TestClusters(*clusters)
+        yield clusters
     finally:
         for c in clusters:
             c.stop()
