@@ -136,7 +136,10 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         ),
         AlertRule(
             "SparkmirrorRPOBudgetBurn",
-            clusters(slo.fast_burn(t)),
+            # one incident, one page: a dead replicator burns the budget too, and its heartbeats page
+            # (which inhibits this one while it fires) covers it until the short window has drained
+            clusters(f"{slo.fast_burn(t)} unless on(flow) max_over_time(ALERTS{{alertname="
+                     f"\"SparkmirrorHeartbeatsStopped\"}}[5m])"),
             t.rpo_fast_burn_for, "critical",
             "Flow {{ $labels.flow }} burns its recovery-point error budget fast",
             "Over the last hour and the last 5 minutes, {{ $labels.flow }} spent its RPO error budget "

@@ -14,7 +14,12 @@ monitor. Against it, a real Prometheus (1 s scrape and evaluation) proves that
   wait, and its resolution arrives too.
 
 The rule file is the committed one except that the page's ``for`` is shortened
-to a few seconds (same expression, same annotations) so the test stays fast.
+to a few seconds (same expression, same annotations) and the burn-rate limits of
+the recovery-point objectives are lowered (a fresh flow's windows count from when
+recording began, so the committed 14.4x needs the broken flow bad for a minute,
+the 1x over 3 days for four), so the test stays fast. Both fake flows have the
+default objective: the fixed lag alerts, the fallback for flows without one,
+must stay inactive although their lag condition is induced.
 The measured times are written to test-artifacts/alert-timing.json.
 """
 
@@ -31,9 +36,13 @@ import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from dataclasses import replace
+
+from alerts import config as mixin
 from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
-from alerts.rules import RULES
+from alerts import slo
+from alerts.rules import build
 from dashboards import queries
 from dashboards.generate import panel_expressions
 from devenv.kafka import free_port
@@ -53,6 +62,19 @@ HEARTBEAT_TIMEOUT = 30  # the fake flows' sparkmirror_heartbeat_timeout_seconds
 #: Shortened like the page's: the cluster alert must fire to inhibit the broken flow's alerts.
 CLUSTER_FOR_SECONDS = 1
 SCRAPE_SECONDS = EVALUATION_SECONDS = 1
+#: The burn rates' limits in this test's rules, and the burn alerts (their `for` shortened too).
+BURN_LIMIT = 0.01
+BURNS = frozenset({"SparkmirrorRPOBudgetBurn", "SparkmirrorRPOBudgetBurnSlow"})
+#: Rules whose condition is induced but that stay quiet on purpose, and the ``unless`` that keeps them
+#: so: the fixed lag alerts are the fallback for flows without an objective (both flows have one);
+#: the fast burn of a flow whose heartbeats page fires is that page's incident.
+QUIET = {"SparkmirrorLagHigh": f" unless on(flow) {slo.OBJECTIVE}",
+         "SparkmirrorLagGrowing": f" unless on(flow) {slo.OBJECTIVE}",
+         "SparkmirrorRPOBudgetBurn": ' unless on(flow) max_over_time(ALERTS{alertname="SparkmirrorHeartbeatsStopped"}[5m])'}
+FAST_BURNS = replace(mixin.DEFAULT, thresholds=replace(
+    mixin.DEFAULT.thresholds, rpo_fast_burn=BURN_LIMIT, rpo_slow_burn=BURN_LIMIT, rpo_steady_burn=BURN_LIMIT))
+#: The rules as this stack's Prometheus has them.
+RULES = build(FAST_BURNS)
 GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
 
 
@@ -75,11 +97,16 @@ class FakeMonitor:
     def __init__(self) -> None:
         self.started = time.time()
         self.heartbeat_age = {HEALTHY: 1.0}
+        self.lag_seconds = {HEALTHY: 0.5}
         self.lock = threading.Lock()
 
     def set_heartbeat_age(self, flow: str, seconds: float) -> None:
         with self.lock:
             self.heartbeat_age[flow] = seconds
+
+    def set_lag_seconds(self, flow: str, seconds: float) -> None:
+        with self.lock:
+            self.lag_seconds[flow] = seconds
 
     def describe(self):
         return []
@@ -105,6 +132,7 @@ class FakeMonitor:
     def _value(self, spec, labels, broken: bool, now: float, t: float) -> float:
         with self.lock:
             age = 1000.0 if broken else self.heartbeat_age.get(labels.get("flow"), 1.0)
+            lag = 1000.0 if broken else self.lag_seconds.get(labels.get("flow"), 0.5)
         # the broken flow is in every bad status at once, so that every status rule has its condition
         bad = labels.get("status") in ("STALL", "STOP", "ERR")
         table = {
@@ -125,7 +153,8 @@ class FakeMonitor:
             m.FLOW_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
             m.TOPIC_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
             m.PARTITION_LAG_RECORDS: 1000 + 100 * t if broken else 10.0,
-            m.FLOW_LAG_SECONDS: 1000.0 if broken else 0.5,
+            m.FLOW_LAG_SECONDS: lag,
+            m.FLOW_LAG_UNKNOWN_PARTITIONS: 1.0 if broken else 0.0,
             m.TOPIC_LAG_SECONDS: 1000.0 if broken else 0.5,
             m.PARTITION_LAG_SECONDS: 1000.0 if broken else 0.5,
             m.DATA_LOST_RECORDS: 5 * t if broken else 0.0,
@@ -184,9 +213,11 @@ def stack(tmp_path_factory):
     exporter_port = free_port()
     server, _thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
     dead_monitor = f"127.0.0.1:{free_port()}"  # a monitor target nobody listens on: MonitorDown
-    rules = write_rules(base / "rules.yml", for_overrides={
+    rules = write_rules(base / "rules.yml", FAST_BURNS, for_overrides={
         PAGE: f"{PAGE_FOR_SECONDS}s", CLUSTER_ALERT: f"{CLUSTER_FOR_SECONDS}s",
-        **{name: "2s" for name in INHIBITED if name != PAGE}})
+        **{name: "2s" for name in INHIBITED if name != PAGE},
+        # after the page, as in production: a dead flow's budget needs minutes to burn past 14.4x
+        **{name: f"{PAGE_FOR_SECONDS + 3}s" for name in BURNS}})
     webhook = WebhookReceiver().start()
     committed = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
     alertmanager = AlertmanagerServer(base / "alertmanager", webhook.url, group_wait=f"{GROUP_WAIT_SECONDS}s",
@@ -235,25 +266,56 @@ def test_every_template_variable_lists_values(stack):
 def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
     empty = []
     for rule in RULES:
-        result = stack.prometheus.wait_for_data(rule.expr, timeout=15)
+        expr = rule.expr
+        if rule.name in QUIET:  # its condition, without what keeps it quiet
+            assert QUIET[rule.name] in expr, rule.name
+            expr = expr.replace(QUIET[rule.name], "")
+        result = stack.prometheus.wait_for_data(expr, timeout=15)
         if not result:
-            empty.append(f"{rule.name}: {rule.expr}")
+            empty.append(f"{rule.name}: {expr}")
     assert not empty, "alert expressions without data although the condition is induced:\n" + "\n".join(empty)
     loaded: dict[str, dict] = {}
 
     def evaluated() -> bool:  # the rule manager evaluates on its own clock: wait until each rule has been
         loaded.clear()
-        loaded.update((r["name"], r) for r in stack.prometheus.rules())
-        return all(r["state"] != "inactive" for r in loaded.values())
+        loaded.update((r["name"], r) for r in stack.prometheus.rules() if r["type"] == "alerting")
+        return all(r["state"] != "inactive" for name, r in loaded.items() if name not in QUIET)
 
     wait_until(evaluated, 10, interval=0.5, what="every alert rule evaluated with its condition induced",
                details=lambda: f"states: { {name: r['state'] for name, r in loaded.items()} }")
     assert set(loaded) == {r.name for r in RULES}
     for name, rule in loaded.items():
         assert rule["health"] == "ok", f"{name}: {rule.get('lastError')}"
+        if name in QUIET:
+            assert rule["state"] == "inactive" and not stack.prometheus.query(rule["query"]), \
+                f"{name} is active although{QUIET[name]}"
+            continue
         assert rule["state"] in ("pending", "firing"), f"{name} is {rule['state']} with its condition induced"
         flows = {a["labels"].get("flow") for a in rule["alerts"]}
         assert HEALTHY not in flows, f"{name} is active for the healthy flow"
+
+
+def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_apart(stack):
+    """The objectives' recording rules on the real Prometheus: each returns a series per flow; the
+    healthy flow (0.5 s behind, every partition known) is good, the broken one (1000 s behind, a
+    partition unknown) bad, and its budget is going."""
+    recorded = [r for r in stack.prometheus.rules() if r["type"] == "recording"]
+    names = {r["name"] for r in recorded}
+    assert names >= {slo.OBJECTIVE, slo.BUDGET, slo.GOOD, slo.SINCE, slo.BUDGET_REMAINING, slo.PERIOD_ERRORS,
+                     *map(slo.errors, slo.WINDOWS), *map(slo.burn_rate, slo.WINDOWS)}
+    assert all(r["health"] == "ok" for r in recorded), [(r["name"], r.get("lastError")) for r in recorded]
+    for name in sorted(names):
+        result = stack.prometheus.wait_for_data(name, timeout=15)
+        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN}, f"{name}: {result}"
+    good = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.GOOD)}
+    assert good == {HEALTHY: 1.0, BROKEN: 0.0}
+
+    def budget() -> dict:
+        return {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.BUDGET_REMAINING)}
+
+    left = wait_until(lambda: (b := budget()) and b[BROKEN] < 1.0 and b, 15, interval=0.5,
+                      what="the broken flow's budget going", details=lambda: str(budget()))
+    assert left[HEALTHY] == 1.0 and left[BROKEN] < 1.0
 
 
 def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artifacts_dir):
@@ -265,17 +327,28 @@ def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artif
         return lambda n: any(a["status"] == status for a in n.alerts(alertname=PAGE, flow=HEALTHY))
 
     induced = time.monotonic()
+    # a dead replicator: no heartbeat arrives, and the flow falls behind its objective (its budget burns)
     stack.fake.set_heartbeat_age(HEALTHY, 10 * HEARTBEAT_TIMEOUT)
+    stack.fake.set_lag_seconds(HEALTHY, 1000.0)
     fired = webhook.wait_for(page("firing"), timeout=60, after=induced)
     assert fired is not None, f"no firing page within 60 s; alertmanager log:\n{stack.alertmanager.log_tail()}"
     detection = fired.received_monotonic - induced
     alert = fired.alerts(alertname=PAGE, flow=HEALTHY)[0]
-    assert alert["labels"]["severity"] == "page"
+    assert alert["labels"]["severity"] == "critical"
     assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorheartbeatsstopped")
     assert HEALTHY in alert["annotations"]["summary"]
 
+    # one incident, one page: the budget burns past the page's limit, and no second page goes out
+    burning = f'{slo.burn_rate("1h")}{{flow="{HEALTHY}"}} > {BURN_LIMIT} and {slo.burn_rate("5m")} > {BURN_LIMIT}'
+    assert prom.wait_for_data(burning, timeout=15), "the dead flow's budget does not burn"
+    time.sleep(2 + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 1)  # the burn alert's `for`, then Alertmanager
+    burns = [(a["labels"]["alertname"], n.status) for n in webhook.notifications if n.received_monotonic >= induced
+             for a in n.alerts(flow=HEALTHY) if a["labels"]["alertname"] in BURNS]
+    assert burns == [], f"the budget burn paged besides the heartbeats page: {burns}"
+
     recovered = time.monotonic()
     stack.fake.set_heartbeat_age(HEALTHY, 1.0)
+    stack.fake.set_lag_seconds(HEALTHY, 0.5)
     resolved = webhook.wait_for(page("resolved"), timeout=60, after=recovered)
     assert resolved is not None, f"no resolved notification within 60 s:\n{stack.alertmanager.log_tail()}"
     resolution = resolved.received_monotonic - recovered
