@@ -31,6 +31,13 @@ from sparkmirror.errors import UsageError
 
 log = logging.getLogger("sparkmirror.replicate")
 
+#: 1 while the flow is paused through the control API, else 0. Declared here until it joins
+#: the one list in sparkmirror.metrics (where the docs tables and the monitor read it from).
+FLOW_PAUSED = getattr(m, "REPLICATOR_FLOW_PAUSED", None) or m.MetricSpec(
+    m.PREFIX + "replicator_flow_paused", "gauge", "", ("flow",),
+    "1 while the flow is paused on purpose (the control API's pause, kept across restarts): it copies "
+    "nothing and its heartbeats stop reaching the target; 0 while it runs.", level="replicator")
+
 
 class _QuietHandler(WSGIRequestHandler):
     timeout = 60  # seconds: a client that connects and says nothing (or never finishes TLS) gives its thread back
@@ -68,6 +75,8 @@ class ReplicatorMetrics:
         self.registry = CollectorRegistry()
         #: Set by ``sparkmirror replicate --web-config-file`` before the service starts serving.
         self.web_config = None
+        #: The control API's controller (replicator.api), set by the service before it serves.
+        self.controller = None
         self.server = None
         r = self.registry
 
@@ -91,18 +100,25 @@ class ReplicatorMetrics:
         self.partitions = gauge(m.REPLICATOR_PARTITIONS)
         self.backlog = gauge(m.REPLICATOR_BACKLOG)
         self.catchup_eta = gauge(m.REPLICATOR_CATCHUP_ETA)
+        self.paused = gauge(FLOW_PAUSED)
 
     def serve(self, listen: tuple[str, int] | None) -> None:
         if listen is None:
             return
+        from replicator import api
+
         host, port = listen
-        app = make_wsgi_app(self.registry)
         live = None
         if self.web_config is not None:
-            from sparkmirror.webauth import wsgi_basic_auth
-            from sparkmirror.webreload import CredentialCheck, LiveWebConfig
+            from sparkmirror.webreload import LiveWebConfig
 
             live = LiveWebConfig(self.web_config)
+        control = api.ControlApp(self.controller, host, live) if self.controller is not None else None
+        app = api.dispatch(make_wsgi_app(self.registry), control)
+        if live is not None:
+            from sparkmirror.webauth import wsgi_basic_auth
+            from sparkmirror.webreload import CredentialCheck
+
             app = wsgi_basic_auth(app, CredentialCheck(live, log))
         try:
             self.server = make_server(host, port, app, _server_class(host, port, live), handler_class=_QuietHandler)
@@ -112,6 +128,9 @@ class ReplicatorMetrics:
         threading.Thread(target=self.server.serve_forever, name="replicator-metrics", daemon=True).start()
         log.info("replicator metrics on %s://%s:%d/metrics%s", live.scheme if live else "http", host,
                  self.server.server_address[1], " with basic auth" if live and live.auth else "")
+        refusal = api.transport_refusal(host, live) if control is not None else None
+        if refusal:
+            log.warning("control API: pause, resume and reload are refused: %s", refusal)
 
     def batch(self, flow: str, records: int, nbytes: int, syncs: int, seconds: float, max_latency_ms: int,
               finished_at: float) -> None:

@@ -27,6 +27,14 @@ start yet is tried again, a failed round is logged and the next one runs. The ma
 then supervises the queries every half second until the signal; a permanent write error
 raised there stops the run.
 
+The control API (``replicator.api``, on the metrics port) and SIGHUP act on a running
+service: ``pause`` / ``resume`` one flow (``FlowReplicator.pause``: its query stops, its
+control loops and the heartbeats go on, the pause outlives a restart), and ``reload``:
+mm2.properties read again; a file ``validate`` refuses is refused the same way (its
+``FILE:LINE`` error) and nothing changes; otherwise flows no longer enabled stop (query,
+then loops), new ones start, flows whose settings changed restart on their checkpoint with
+the new settings, and the others keep their query untouched.
+
 On SIGTERM / Ctrl-C the components stop in reverse order: the queries first (no new batch
 is planned; the running one finishes within 10 s or is abandoned and replayed from the
 checkpoint on restart: duplicates, never loss; a real-time query stops at once and resumes
@@ -40,7 +48,9 @@ Spark; the exit code is 0.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+import time
 from functools import partial
 from pathlib import Path
 
@@ -83,6 +93,10 @@ class ReplicatorService:
         self.loops_stop = threading.Event()  # set once the queries are closed: every loop ends
         self.flows: list[FlowReplicator] = []
         self.app = SparkApp(self.flows, self.settings, master=master, ui=ui, spark_conf=spark_conf)
+        self._runs: dict[str, _FlowRun] = {}  # flow name -> its started _FlowRun
+        self._control_lock = threading.RLock()  # one pause, resume or reload at a time
+        self._reload_requested = False  # set by SIGHUP's handler (a plain store: no lock in a handler)
+        self._reloaded_runs: list[_FlowRun] = []
 
     def run(self) -> int:
         """Start, supervise until SIGTERM / SIGINT, stop; 0 on a clean stop."""
@@ -94,16 +108,21 @@ class ReplicatorService:
         components.start()
         try:
             while not self.stop_event.wait(SUPERVISE_EVERY_S):
+                if self._reload_requested:
+                    self._reload_requested = False
+                    self.reload("SIGHUP")
                 self.app.supervise()
             return 0
         finally:
             components.stop()
+            for run in self._reloaded_runs:  # flows a reload started: not among the components
+                run.stop(LOOP_JOIN_S)
 
     def components(self, enabled) -> Components:
         """What a run starts, in start order (the module docstring's list)."""
         components = Components(timeout=LOOP_JOIN_S, logger=log)
         components.add(_StartUp(self))
-        components.add(_MetricsEndpoint(self.metrics_listen))
+        components.add(_MetricsEndpoint(self.metrics_listen, self))
         topics = components.add(_HeartbeatTopics(self.config))
         components.add(_Flows(self, enabled))
         components.add(_Spark(self.app, self.flows))
@@ -112,7 +131,7 @@ class ReplicatorService:
                                                 for em in topics.emitters]), name="heartbeats")
         for flow in enabled:
             components.add(_FlowRun(self, flow.name), name=f"flow {flow.name}")
-        components.add(_QueriesClosed(self.app, self.loops_stop))
+        components.add(_QueriesClosed(self.app, self.loops_stop, self._runs))
         return components
 
     def _stop_grace(self) -> float:
@@ -130,7 +149,135 @@ class ReplicatorService:
             log.info("received %s: stopping; no new batch starts, the running one finishes within %.0f s or is "
                      "abandoned (replayed on restart)", name, self._stop_grace())
 
-        StopSignals(self.stop_event, report).install()
+        if StopSignals(self.stop_event, report).install():
+            signal.signal(signal.SIGHUP, self._on_sighup)
+
+    def _on_sighup(self, _signum, _frame) -> None:
+        self._reload_requested = True  # the main loop reloads within SUPERVISE_EVERY_S
+
+    # --- the control API (replicator.api) --------------------------------------------------
+    def _flow(self, name: str) -> FlowReplicator:
+        for fr in self.flows:
+            if fr.name == name:
+                return fr
+        raise KeyError(name)
+
+    def flows_state(self) -> list[dict]:
+        """What GET /api/flows shows of each flow; nothing from the clients' settings (no secrets)."""
+        from sparkmirror.errors import one_line
+
+        out = []
+        for fr in list(self.flows):
+            q = fr.query
+            try:
+                active = bool(q is not None and q.isActive)
+            except Exception:
+                active = False
+            state = ("paused" if fr.paused is not None else "failed" if fr.failure and not active
+                     else "running" if active else "waiting")
+            try:
+                position = fr.copied_offsets() if active else None
+            except Exception:
+                position = None
+            out.append({
+                "flow": fr.name, "state": state, "data_path": fr.path.path, "partitions": fr.partitions,
+                "records": fr.stats.records, "bytes": fr.stats.bytes, "batches": fr.stats.batches,
+                "last_batch_at": fr.stats.last_batch_at,
+                "position": {f"{t}[{p}]": o for (t, p), o in sorted(position.items())} if position else None,
+                "paused": fr.paused, "last_error": one_line(fr.failure, 500), "query": _run_id(q) if active else None,
+            })
+        return out
+
+    def pause(self, name: str, who: str) -> bool:
+        from replicator.metrics import metrics
+
+        with self._control_lock:
+            fr = self._flow(name)
+            changed = fr.pause(who)
+            metrics().paused.labels(name).set(1)
+            if changed:
+                log.info("flow %s: paused by %s: its query stopped, its heartbeats and checkpoints go on", name, who)
+            return changed
+
+    def resume(self, name: str, who: str) -> bool:
+        from replicator.metrics import metrics
+
+        with self._control_lock:
+            fr = self._flow(name)
+            changed = fr.resume()
+            metrics().paused.labels(name).set(0)
+            if changed:
+                log.info("flow %s: resumed by %s", name, who)
+            return changed
+
+    def reload(self, who: str) -> dict:
+        """Read mm2.properties again and apply it (the module docstring); what changed, or why not."""
+        from sparkmirror.configfile import load_config
+        from sparkmirror.model.flowclients import translate_clients
+
+        with self._control_lock:
+            try:
+                new = load_config(self.config.path)
+                translate_clients(new)
+                if not new.enabled_flows():
+                    raise ConfigError("no flow is enabled", file=self.config.path,
+                                      hint="add a line like 'A->B.enabled = true'")
+            except SparkmirrorError as exc:
+                text = str(exc) if exc.location() else f"sparkmirror: error: {exc}"
+                log.error("reload by %s refused, every flow runs on as before: %s", who, text)
+                return {"ok": False, "error": text}
+            old = {f.name: f for f in self.config.enabled_flows()}
+            now = {f.name: f for f in new.enabled_flows()}
+            changed = sorted(n for n in old.keys() & now.keys() if self._differs(old[n], now[n], new))
+            removed, added = sorted(old.keys() - now.keys()), sorted(now.keys() - old.keys())
+            for name in removed + changed:
+                self._stop_flow(name)
+            self.config = new
+            started, failed = [], {}
+            for name in changed + added:
+                try:
+                    self._start_flow(now[name])
+                    started.append(name)
+                except SparkmirrorError as exc:
+                    failed[name] = str(exc)
+                    log.error("reload by %s: flow %s did not start: %s", who, name, exc)
+            unchanged = sorted(n for n in old.keys() & now.keys() if n not in changed)
+            log.info("reload by %s: added %s, removed %s, changed %s, unchanged %s", who, added or "-",
+                     removed or "-", changed or "-", unchanged or "-")
+            return {"ok": not failed, "added": added, "removed": removed, "changed": changed,
+                    "unchanged": unchanged, **({"failed": failed} if failed else {}),
+                    "result": "reloaded"}
+
+    def _differs(self, before, after, new_config) -> bool:
+        """Whether a flow's settings or its clusters' settings changed."""
+        if before != after:
+            return True
+        return any(self.config.clusters.get(a) != new_config.clusters.get(a) for a in (before.source, before.target))
+
+    def _stop_flow(self, name: str) -> None:
+        run = self._runs.pop(name, None)
+        fr = next((f for f in self.flows if f.name == name), None)
+        if fr is not None:
+            fr.close()  # the query first: nothing is copied while the loops wind down
+        if run is not None:
+            run.stop(LOOP_JOIN_S)
+        if fr is not None:
+            log.info("summary: %s", fr.summary())
+            self.flows.remove(fr)
+
+    def _start_flow(self, flow) -> None:
+        fr = self._prepare_flow(flow)
+        fr.spark = self.app.spark
+        self.flows.append(fr)
+        self.app.fit(fr)
+        run = _FlowRun(self, flow.name)
+        try:
+            run.start()
+        except BaseException:
+            self.flows.remove(fr)
+            self._runs.pop(flow.name, None)
+            raise
+        self._reloaded_runs.append(run)
 
     def _prepare_flow(self, flow) -> FlowReplicator:
         source_admin, target_admin = admin(self.config, flow.source, flow), admin(self.config, flow.target, flow)
@@ -138,6 +285,9 @@ class ReplicatorService:
                             source_admin=source_admin, target_admin=target_admin,
                             topics=TopicSync(flow, source_admin, target_admin),
                             starting_offsets=partial(spark_starting_offsets, self.config, flow))
+        from replicator.metrics import metrics
+
+        metrics().paused.labels(fr.name).set(1 if fr.paused is not None else 0)  # a pause read from disk
         _ensure_offset_syncs_topic(fr)
         fr.refresh_topics()
         return fr
@@ -152,6 +302,15 @@ class ReplicatorService:
             log.warning("flow %s: topic refresh failed: %s; next attempt in %.0f s", fr.name, exc, interval)
         except Exception as exc:  # keep refreshing; the next round may succeed
             log.error("flow %s: topic refresh failed: %r", fr.name, exc)
+
+
+def _run_id(query) -> str | None:
+    """The id of this start of the query (a real-time query: of its shards, joined)."""
+    try:
+        shards = getattr(query, "queries", None)
+        return ",".join(str(q.runId) for q in shards) if shards else str(query.runId)
+    except Exception:
+        return None
 
 
 def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
@@ -188,12 +347,13 @@ class _StartUp:
 class _MetricsEndpoint:
     """The replicator's /metrics; it serves until the process ends, so a last scrape sees the stop."""
 
-    def __init__(self, listen: tuple[str, int] | None) -> None:
-        self.listen = listen
+    def __init__(self, listen: tuple[str, int] | None, controller=None) -> None:
+        self.listen, self.controller = listen, controller
 
     def start(self) -> None:
         from replicator.metrics import metrics
 
+        metrics().controller = self.controller
         metrics().serve(self.listen)
 
     def stop(self, timeout: float) -> None:
@@ -285,11 +445,17 @@ class _FlowRun(_Loops):
     """One flow's query, then its topic-refresh, catch-up progress and control loops."""
 
     def __init__(self, service: ReplicatorService, name: str) -> None:
-        super().__init__(service.loops_stop, [])
+        # its own event, so a reload can stop this flow's loops alone; the run's stop sets them all
+        super().__init__(threading.Event(), [])
         self.service, self.name = service, name
 
     def start(self) -> None:
         fr = next(f for f in self.service.flows if f.name == self.name)
+        self.service._runs[self.name] = self
+        if fr.paused is not None:
+            log.warning("flow %s: paused (by %s at %s): it copies nothing until POST /api/flows/%s/resume "
+                        "(sparkmirror ctl resume %s)", fr.name, fr.paused.get("by"),
+                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fr.paused.get("at") or 0)), fr.name, fr.name)
         fr.start_query()
         try:
             self._start_loops(fr)
@@ -315,8 +481,8 @@ class _QueriesClosed:
     """Stopped first: every query ends for good before any loop stops, so that no topic refresh
     or supervision round can start one again while the rest stops."""
 
-    def __init__(self, app: SparkApp, loops_stop: threading.Event) -> None:
-        self.app, self.loops_stop = app, loops_stop
+    def __init__(self, app: SparkApp, loops_stop: threading.Event, runs: dict) -> None:
+        self.app, self.loops_stop, self.runs = app, loops_stop, runs
 
     def start(self) -> None:
         pass
@@ -324,3 +490,5 @@ class _QueriesClosed:
     def stop(self, timeout: float) -> None:
         self.app.close()
         self.loops_stop.set()
+        for run in list(self.runs.values()):  # every flow's loops wind down at once
+            run.stop_event.set()

@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES = [
     "replicator.command",
     "sparkmirror_cli.translate",
     "sparkmirror_cli.failback",
+    "sparkmirror_cli.ctl",
     "monitor.command",
 ]
 

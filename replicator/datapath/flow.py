@@ -11,6 +11,11 @@ from real time, the end of the run), and supervises it: a query that failed for 
 replay can fix is restarted from its checkpoint after a backoff (the failed batch was never
 committed: duplicates, never loss); a permanent write error stops the run.
 
+A paused flow (``pause``, from the control API) has no query: it copies nothing until
+``resume``. The pause is a file next to the flow's checkpoint (``replicator.datapath.pause``), so it
+outlives a restart or a kill -9; its stop is the clean stop of a run's end (the running
+batch finishes; a real-time query stops at the writers' acknowledged positions).
+
 The source topic set is fixed per query (``assign``): the control plane creates
 mirror topics *before* their records can be read, then restarts the query with
 the new assignment on the same checkpoint; new partitions start from their
@@ -30,6 +35,7 @@ from replicator.datapath import checkpoint_layout as layout
 from replicator.datapath.microbatch import DirectSourceRunner, KafkaSourceRunner
 from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
 from replicator.datapath.pathpolicy import Choice, PathPolicy
+from replicator.datapath.pause import clear_pause, read_pause, write_pause
 from replicator.datapath.rtrunner import RealTimeRunner
 from replicator.datapath.runner import (GRACEFUL_STOP_S, Backoff, ClusterProbe, FlowStats, Once, Runner,
                                         RunnerContext, failure_message, is_permanent, spark_source_options,
@@ -78,6 +84,27 @@ class FlowReplicator:
         # The direct source plans no new batch while this file exists (see MicroBatchRunner.stop).
         self._stop_flag = (Path(tempfile.gettempdir())
                            / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping")
+        self.paused: dict | None = read_pause(self.checkpoint_dir)  # on disk: replicator.datapath.pause
+
+    def pause(self, by: str) -> bool:
+        """Stop copying until ``resume``, across restarts; False if it was paused already."""
+        with self._query_lock:
+            if self.paused is not None:
+                return False
+            self.paused, self._restart_at = write_pause(self.checkpoint_dir, by), None
+            self._stop_query()
+            return True
+
+    def resume(self) -> bool:
+        """Copy again from where the pause stopped; False if it was not paused."""
+        with self._query_lock:
+            if self.paused is None:
+                return False
+            clear_pause(self.checkpoint_dir)
+            self.paused = None
+            if not self._closed and self.spark is not None:  # before Spark is up, the run's start starts it
+                self._start_query()
+            return True
 
     @property
     def name(self) -> str:
@@ -220,6 +247,9 @@ class FlowReplicator:
             self._start_query()
 
     def _start_query(self) -> None:
+        if self.paused is not None:
+            log.info("flow %s: paused by %s: no query runs until it is resumed", self.name, self.paused.get("by"))
+            return
         if not self.assignment:
             log.info("flow %s: no source topic matches yet; waiting for the next topic refresh", self.name)
             return

@@ -1,0 +1,114 @@
+"""The control API's request rules (replicator.api), on a recording controller: methods, the JSON
+content type, the transport rule beyond loopback, and the log line of every action."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+
+import pytest
+
+from replicator import api
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+        self.paused = set()
+
+    def flows_state(self):
+        return [{"flow": "primary->dr", "state": "paused" if "primary->dr" in self.paused else "running"}]
+
+    def pause(self, name, who):
+        if name != "primary->dr":
+            raise KeyError(name)
+        self.calls.append(("pause", name, who))
+        was = name in self.paused
+        self.paused.add(name)
+        return not was
+
+    def resume(self, name, who):
+        self.calls.append(("resume", name, who))
+        return True
+
+    def reload(self, who):
+        self.calls.append(("reload", who))
+        return {"ok": False, "error": "mm2.properties:3: bad"}
+
+
+class Live:
+    def __init__(self, auth, tls):
+        self.auth, self.ssl_context = auth, tls
+
+
+def _call(app, method, path, *, ctype="application/json", body=b"", user=None):
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_TYPE": ctype,
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "REMOTE_ADDR": "127.0.0.1"}
+    if user:
+        environ["HTTP_AUTHORIZATION"] = "Basic " + base64.b64encode(f"{user}:pw".encode()).decode()
+    got = {}
+
+    def start_response(status, headers):
+        got["status"], got["headers"] = status, dict(headers)
+
+    data = b"".join(app(environ, start_response))
+    assert got["headers"]["Content-Type"] == "application/json"
+    return int(got["status"].split()[0]), json.loads(data)
+
+
+def test_pause_needs_post_and_a_json_content_type(caplog):
+    rec = Recorder()
+    app = api.ControlApp(rec, "127.0.0.1", None)
+    assert _call(app, "GET", "/api/flows/primary->dr/pause")[0] == 405
+    # what a cross-site HTML form can send
+    status, body = _call(app, "POST", "/api/flows/primary->dr/pause", ctype="application/x-www-form-urlencoded")
+    assert status == 415 and "application/json" in body["error"]
+    assert rec.calls == []
+    with caplog.at_level(logging.INFO, logger="sparkmirror.control"):
+        status, body = _call(app, "POST", "/api/flows/primary-%3Edr/pause", user="ops")
+    assert (status, body["result"]) == (200, "paused")
+    assert rec.calls == [("pause", "primary->dr", "ops")]
+    assert "control: ops from 127.0.0.1: pause primary->dr: 200 paused" in caplog.text
+    assert _call(app, "POST", "/api/flows/primary->dr/pause")[1]["result"] == "already paused"
+    assert _call(app, "POST", "/api/flows/nope->dr/pause")[0] == 404
+    assert _call(app, "POST", "/api/flows/primary->dr/pause", body=b"[1]")[0] == 400
+
+
+def test_flows_and_reload():
+    rec = Recorder()
+    app = api.ControlApp(rec, "::1", None)
+    assert _call(app, "GET", "/api/flows") == (200, {"flows": [{"flow": "primary->dr", "state": "running"}]})
+    status, body = _call(app, "POST", "/api/reload", body=b"{}")
+    assert (status, body["error"]) == (400, "mm2.properties:3: bad")
+    assert rec.calls == [("reload", "anonymous")]
+    assert _call(app, "GET", "/api/nothing")[0] == 404
+
+
+@pytest.mark.parametrize("host, live, allowed", [
+    ("127.0.0.1", None, True), ("localhost", None, True), ("::1", None, True),
+    ("0.0.0.0", None, False), ("10.1.2.3", Live(None, None), False),
+    ("10.1.2.3", Live(object(), None), False), ("10.1.2.3", Live(object(), object()), True),
+])
+def test_beyond_loopback_only_with_basic_auth_over_tls(host, live, allowed):
+    rec = Recorder()
+    status, body = _call(api.ControlApp(rec, host, live), "POST", "/api/flows/primary->dr/pause")
+    assert (status == 200) is allowed, body
+    assert (rec.calls != []) is allowed
+    if not allowed:
+        assert status == 403 and host in body["error"]
+    # reading the state is not refused: it changes nothing
+    assert _call(api.ControlApp(rec, host, live), "GET", "/api/flows")[0] == 200
+
+
+def test_metrics_and_api_share_the_port():
+    def metrics(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"m"]
+
+    app = api.dispatch(metrics, api.ControlApp(Recorder(), "127.0.0.1", None))
+    status, _ = _call(app, "GET", "/api/flows")
+    assert status == 200
+    out = []
+    assert app({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda s, h: out.append(s)) == [b"m"]
