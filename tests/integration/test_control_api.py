@@ -26,7 +26,6 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.support.cli import run_cli
 from tests.support.kafka import NumberedProducer, consume_all, create_topic, produce
 from tests.support.replicator import Replicator, write_config
-from tests.support.waiting import wait_until
 from tests.support.web import fetch
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
