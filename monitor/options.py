@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from sparkmirror import objectives
 from sparkmirror.errors import ConfigError
 from sparkmirror.listen import parse_listen
 from sparkmirror.metrics import GRANULARITIES, SERIES_MODES
@@ -172,6 +174,12 @@ OPTIONS: tuple[Option, ...] = (
            "seconds per point of the history the status page charts (1,080 points per flow: "
            "3 hours at the default {default}; /api/history)",
            WATCHER, type=float, metavar="SECONDS", check=MORE_THAN_0),
+    Option("--objectives", None,
+           "the mixin config the alert rules are rendered from (python -m generate --config): its "
+           "rpo: section sets each flow's recovery-point objective, shown with its budget left on "
+           "/api/status and the status page (default: lag <= 30s for a 0.999 share of 30d for every flow; "
+           "docs/slo.md)",
+           WATCHER, metavar="FILE", composite=True),
     Option("--no-seconds-lag", True,
            "do not read source records to measure lag in seconds (nor the time span a "
            "failover would re-read)",
@@ -196,6 +204,7 @@ _COMPOSED = (
     ("group_filter", "GroupFilter",
      dataclasses.field(default_factory=_default_filter(GroupFilter, "--groups", "--groups-exclude"))),
     ("web_config", "WebConfig | None", dataclasses.field(default=None)),  # TLS and basic auth of the HTTP server
+    ("objectives", "Objectives", dataclasses.field(default=objectives.DEFAULT)),  # the flows' RPOs
 )
 
 
@@ -241,11 +250,15 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
     values = {o.name: o.convert(getattr(args, o.name)) for o in OPTIONS if not o.composite}
     from sparkmirror.webconfig import load_web_config  # ssl and friends: only when the command runs
 
+    try:
+        rpo = objectives.load(Path(args.objectives)) if args.objectives else objectives.DEFAULT
+    except objectives.ObjectiveError as exc:
+        raise ConfigError(f"--objectives {exc}") from exc
     return MonitorOptions(
         **values, host=host, port=port,
         topic_filter=TopicFilter(args.topics, args.topics_exclude),
         group_filter=GroupFilter(args.groups, args.groups_exclude),
-        web_config=load_web_config(args.web_config_file))
+        web_config=load_web_config(args.web_config_file), objectives=rpo)
 
 
 def markdown_table() -> str:

@@ -64,6 +64,7 @@ from monitor.gcpauses import GcSettler, gc_pauses
 from monitor.exporters.otel import OtelExporter, otel_exports
 from monitor.exporters.prometheus import build_registry
 from monitor.history import History
+from monitor.rpo import RpoTracker
 from monitor.loops import RoundFailures, repeat
 from monitor.pacing import run_in_steps
 from monitor.state import MonitorState
@@ -214,6 +215,7 @@ class MonitorService:
         self.settings = EvaluatorSettings.of(options)
         self._evaluation: Evaluation | None = None
         self.history = History(options.history_step)  # every evaluation, for the status page's charts
+        self.rpo = RpoTracker(options.objectives)  # every evaluation, for the objectives' budgets
         self._evaluating: asyncio.Future | None = None
         self.registry = build_registry(lambda: self._evaluation, __version__)
         samples = self.state.latency_samples
@@ -245,9 +247,15 @@ class MonitorService:
         started = time.perf_counter()
         ev = evaluate(self.state, time.time(), self.settings)
         ev.duration_seconds = time.perf_counter() - started
+        self._record(ev)
+        return ev
+
+    def _record(self, ev: Evaluation) -> None:
+        """The evaluation becomes the current one, in the history and the objectives' budgets."""
         self._evaluation = ev
         self.history.record(ev)
-        return ev
+        self.rpo.record(ev)
+        ev.extra["rpo"] = {f.name: self.rpo.document(f.name, ev.generated_at) for f in ev.flows}
 
     async def evaluate_async(self) -> Evaluation:
         """One evaluation in steps, letting the event loop run in between; concurrent callers share it."""
@@ -266,8 +274,7 @@ class MonitorService:
         ev.extra["longest_step_cpu_seconds"] = times.longest_cpu
         ev.extra["longest_step_runqueue_seconds"] = times.longest_runqueue
         ev.extra["longest_gc_pause_seconds"], ev.extra["longest_gc_pause_cpu_seconds"] = gc_pauses.take()
-        self._evaluation = ev
-        self.history.record(ev)
+        self._record(ev)
         built = 0
         for fs in self.state.flows.values():
             built, fs.idle_results_built = built + fs.idle_results_built, 0

@@ -64,7 +64,8 @@ def _lag_key(p: PartitionResult) -> tuple[float, int]:
     return (p.lag_seconds or 0.0, p.lag_records or 0)
 
 
-def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict[str, Any]:
+def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: dict | None = None) -> dict[str, Any]:
+    """``rpo``: the flow's recovery-point objective, budget left and lag percentiles (monitor.rpo)."""
     hb = f.heartbeat
     buckets, total = histogram(f)
     lagging = sorted((p for p in f.partitions if p.lag_records), key=_lag_key, reverse=True)
@@ -84,6 +85,7 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10) -> dict
         # over the partitions whose position is known: a lower bound while unknown_partitions > 0
         "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds),
                 "unknown_partitions": f.lag_unknown_partitions},
+        "rpo": rpo,
         "catchup": _catchup(f.catchup_state, f.copy_rate, f.source_rate, f.catchup_eta_seconds),
         "replicated_records_total": f.replicated_total, "source_records_total": f.source_total,
         "lag_probes_total": f.probes_total,
@@ -137,7 +139,7 @@ def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 1
                     "gc_state_top_ups": ev.extra.get("gc_state_top_ups")},
         "status": ev.status,
         "clusters": [_plain(c) for c in ev.clusters],
-        "flows": [flow_document(f, detail, top) for f in ev.flows],
+        "flows": [flow_document(f, detail, top, ev.extra.get("rpo", {}).get(f.name)) for f in ev.flows],
         "decode_errors": [{"cluster": c, "topic": t, "record_type": r, "count": n}
                           for (c, t, r), n in sorted(ev.decode_errors.items())],
     }

@@ -240,6 +240,29 @@ def retention_text(retention: dict) -> tuple[str, str, int]:
     return duration(retention["headroom_seconds"]), detail, low
 
 
+def rpo_text(rpo: dict | None) -> tuple[str, str, str]:
+    """(value, detail, value class) of a flow's recovery-point objective: the budget left, the objective
+    and the lag percentiles over 5 minutes and an hour (monitor.rpo)."""
+    if not rpo:
+        return "—", "not evaluated yet", ""
+    lag = rpo.get("lag_percentiles") or {}
+
+    def pct(window: str) -> str:
+        w = lag.get(window) or {}
+        if w.get("p50_seconds") is None:
+            return f"{window}: lag unknown"
+        return f"{window}: p50 {duration(w['p50_seconds'])}, p99 {duration(w['p99_seconds'])}"
+
+    spread = f"lag {pct('5m')}; {pct('1h')}"
+    objective = rpo.get("objective")
+    if objective is None:
+        return "no objective", spread, ""
+    left = rpo.get("budget_left_ratio")
+    value = f"{left * 100:.1f}% budget left" if left is not None else "—"
+    cls = "late" if left is not None and left < 0.25 or not rpo.get("meeting_objective") else ""
+    return value, f"{objective['text']} (since the monitor started); {spread}", cls
+
+
 def catchup_text(pace: dict) -> tuple[str, str, str]:
     """(value, detail, value class) of the time to catch up at the observed net rate (monitor.catchup)."""
     state = pace.get("state")
@@ -307,7 +330,7 @@ TEMPLATES.globals.update(
     history_span=history_span, rate_text=rate_text, sparkline_shape=sparkline_shape, chart_shape=chart_shape,
     heartbeat_text=heartbeat_text, eta_text=eta_text, unwell_partitions=unwell_partitions, by_status=by_status,
     bar_peak=bar_peak, bar_width=bar_width, newest_checkpoint=newest_checkpoint, retention_text=retention_text,
-    catchup_text=catchup_text, group_verdict=group_verdict, refresh_seconds=REFRESH_SECONDS)
+    catchup_text=catchup_text, rpo_text=rpo_text, group_verdict=group_verdict, refresh_seconds=REFRESH_SECONDS)
 _PARTS = TEMPLATES.get_template("parts.html.j2").module
 
 
