@@ -17,7 +17,7 @@ from pathlib import Path
 from grafanalib._gen import DashboardEncoder
 
 from alerts.config import DEFAULT, Config
-from dashboards import drilldown, overview
+from dashboards import drilldown, overview, slo
 
 JSON_DIR = Path(__file__).resolve().parent / "json"
 
@@ -27,6 +27,7 @@ def dashboards(config: Config = DEFAULT) -> dict[str, dict]:
     built = {
         "sparkmirror-overview.json": overview.build(drilldown_uid=drilldown.UID, config=config),
         "sparkmirror-drilldown.json": drilldown.build(overview_uid=overview.UID, config=config),
+        "sparkmirror-slo.json": slo.build(overview_uid=overview.UID, config=config),
     }
     return {name: _modern(json.loads(json.dumps(d.to_json_data(), cls=DashboardEncoder)))
             for name, d in built.items()}

@@ -60,8 +60,9 @@ def build(drilldown_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         mappings=ui.up_mappings()), w=4, h=4)
     grid.add(ui.stat(
         "Heartbeat age", q.heartbeat_age(),
-        f"Now minus the newest replicated heartbeat's timestamp. The page fires when it stays above the "
-        f"flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds) for {t.heartbeats_stopped_for}.",
+        f"Now minus the newest replicated heartbeat's timestamp. The page fires when no heartbeat has "
+        f"arrived for the flow's heartbeat timeout (2 x emit.heartbeats.interval.seconds) plus "
+        f"{t.heartbeats_stopped_margin_seconds}s.",
         unit=ui.SECONDS, graph=True), w=4, h=4)
     grid.add(ui.stat(
         "Lag (records)", q.flow_lag_records(), "Source records not yet on the target.",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from alerts import slo
 from alerts.promql import heartbeat_latency_quantile, rate, sel
 from sparkmirror import metrics as m
 
@@ -293,6 +294,39 @@ def collector_durations() -> list[Query]:
 
 def lag_probes() -> Query:
     return Query(rate(m.LAG_PROBES, FLOW), "{{flow}}")
+
+
+# --- recovery-point objectives (the recording rules of alerts/slo.py) ---------------------
+def _flow(series: str) -> str:
+    return f"{series}{{{FLOW}}}"
+
+
+def rpo_objective() -> Query:
+    return Query(_flow(slo.OBJECTIVE), "{{flow}}")
+
+
+def rpo_budget_left() -> Query:
+    return Query(_flow(slo.BUDGET_REMAINING), "{{flow}}")
+
+
+def rpo_good_now() -> Query:
+    return Query(_flow(slo.GOOD), "{{flow}}")
+
+
+def rpo_burn_rates() -> list[Query]:
+    return [Query(_flow(slo.burn_rate(w)), "{{flow}} " + w) for w in slo.WINDOWS]
+
+
+def rpo_lag_percentiles() -> list[Query]:
+    """p50 and p99 of the flow's lag over the last 5 minutes and hour (of its samples: a gauge)."""
+    lag = sel(m.FLOW_LAG_SECONDS, FLOW)
+    return [Query(f"quantile_over_time({q}, {lag}[{w}])", f"{{{{flow}}}} p{round(q * 100)} over {w}")
+            for w in ("5m", "1h") for q in (0.5, 0.99)]
+
+
+def rpo_bad_periods() -> list[Query]:
+    """When the budget burned: the share of bad samples over the last 5 minutes and hour, at each time."""
+    return [Query(_flow(slo.errors(w)), "{{flow}} bad share of the last " + w) for w in ("5m", "1h")]
 
 
 # --- template variables (Grafana's label_values(), not PromQL) ---------------------------

@@ -24,6 +24,18 @@ has the source broker throttle the monitor's fetches (a client quota on its cons
 mostly still in flight while the position moves on, and checks that the flow's lag alerts fire and
 never restart their ``for``. The same page with the real Spark replicator (SIGTERM) is timed in
 tests/integration/test_alerting_e2e.py.
+
+The scaled rules are rendered without recovery-point objectives (``rpo: null``), so the fixed lag
+alerts apply to every flow here; the burn-rate alerts have their own proofs (alerts/cases/rpo.yml,
+test_prometheus_stack.py).
+
+*Time to page with the shipped settings*: the killed flow's monitor runs with its default refresh,
+and a second Prometheus and Alertmanager scrape it with the intervals of alerts/prometheus.yml,
+the group timers of alerts/alertmanager.yml and the committed rule file as it is. The time from
+the kill to that webhook's page must stay under a minute, and never come before the flow's
+heartbeat timeout plus the page's margin; the longest silence the flow's heartbeats had before the
+kill (the fast Prometheus samples the arrival age every second) is recorded beside it, with both
+in test-artifacts/alert-timing-shipped.json.
 """
 
 from __future__ import annotations
@@ -45,10 +57,11 @@ from confluent_kafka.admin import AdminClient
 
 from alerts import config as mixin
 from alerts.config import MONITOR_JOB
-from alerts.generate import write_rules
+from alerts.generate import RULES_PATH, write_rules
 from alerts.rules import RULES
 from devenv.kafka import free_port
 from sparkmirror import artifacts
+from sparkmirror.objectives import Objectives
 from sparkmirror.model.records import Heartbeat
 from tests.support.copier import DelayedCopier, SteadyProducer
 from tests.support.kafka import create_topic
@@ -64,6 +77,11 @@ DOCS = ROOT / "docs" / "alerts.md"
 #: production (at 60 the page beat the cluster alert it should be inhibited by).
 SCALE = 30
 TIMEOUT_SECONDS = 150
+#: How long after the kill the shipped stack's page may take: a minute is the promise, the rest slack
+#: for a loaded machine (the test fails above a minute anyway).
+SHIPPED_WAIT_SECONDS = 90
+#: The killed flow's heartbeat timeout: 2 x emit.heartbeats.interval.seconds (1 s), at least 10 s.
+HEARTBEAT_TIMEOUT_SECONDS = 10
 PAGE, CLUSTER = "SparkmirrorHeartbeatsStopped", "SparkmirrorClusterUnreachable"
 LAG_ALERTS = {"SparkmirrorLagHigh", "SparkmirrorLagGrowing"}
 #: The flow that falls behind: its records are this old when written (late data), and are written
@@ -221,7 +239,9 @@ def _build(kafka_clusters, work: Path) -> dict[str, Scenario]:
     out["replicator killed"] = Scenario(
         "replicator killed mid-stream (timed from the kill)", fire={PAGE},
         silent={"SparkmirrorReplicatorDown", "SparkmirrorFlowStalled", "SparkmirrorDataLost", CLUSTER},
-        inhibited={"SparkmirrorReplicatorDown"}, monitor=_monitor(work / "killed" / "monitor", f.config),
+        inhibited={"SparkmirrorReplicatorDown"},
+        # the monitor's default refresh: it is part of the time to page the shipped stack measures
+        monitor=MonitorProcess(work / "killed" / "monitor", f.config, "--metadata-interval", "2"),
         flow=f.name, cluster=f.src, tick=_kill_once_ok, armed=True, stop=[copier.stop, producer.close])
     out["replicator killed"].seen["copier"] = copier
     producer.start()
@@ -259,6 +279,11 @@ def _kill_once_ok(s: Scenario, _prometheus: PrometheusServer) -> None:
         s.seen["copier"].stop()
         s.started, s.armed = time.monotonic(), False
         s.seen["ok_before_the_kill"] = flow["status"]
+        since = int(time.monotonic() - s.seen["monitor_started"]) + 1
+        arrival = f'sparkmirror_heartbeat_arrival_age_seconds{{flow="{s.flow}"}}'
+        seen = f'sparkmirror_heartbeat_seen{{flow="{s.flow}"}} == 1'
+        longest = _prometheus.query(f"max_over_time(({arrival} and {seen})[{since}s:1s])")
+        s.seen["longest_silence_before_the_kill"] = float(longest[0]["value"][1]) if longest else None
 
 
 def _throttle_fetches(bootstrap: str, client_id: str, bytes_per_second: int) -> None:
@@ -331,12 +356,46 @@ def _seconds(duration: str) -> int:
 
 
 def _rules(work: Path) -> Path:
-    """The committed rules, every ``for`` and the heartbeat grace scaled down by ``SCALE`` (the
-    order in which alerts fire, which inhibition depends on, stays the production one)."""
+    """The committed rules, every ``for`` and the heartbeat grace scaled down by ``SCALE`` and the
+    heartbeats page's margin dropped (the order in which alerts fire, which inhibition depends on,
+    stays the production one)."""
     t = mixin.DEFAULT.thresholds
-    config = replace(mixin.DEFAULT, thresholds=replace(t, heartbeat_grace_seconds=t.heartbeat_grace_seconds // SCALE))
+    config = replace(mixin.DEFAULT, thresholds=replace(t, heartbeat_grace_seconds=t.heartbeat_grace_seconds // SCALE,
+                                                       heartbeats_stopped_margin_seconds=0),
+                     rpo=Objectives(default=None))
     return write_rules(work / "rules.yml", config,
                        for_overrides={r.name: f"{max(1, _seconds(r.for_) // SCALE)}s" for r in RULES if r.for_})
+
+
+class ShippedStack:
+    """Prometheus and Alertmanager as shipped (alerts/prometheus.yml's intervals, alerts/alertmanager.yml's
+    grouping, timers and inhibition, the committed rule file), scraping one monitor."""
+
+    def __init__(self, work: Path, monitor: MonitorProcess) -> None:
+        self.intervals = yaml.safe_load((ROOT / "alerts" / "prometheus.yml").read_text())["global"]
+        self.route = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
+        self.webhook = WebhookReceiver().start()
+        route = self.route["route"]
+        self.alertmanager = AlertmanagerServer(
+            work / "alertmanager-shipped", self.webhook.url, group_by=tuple(route["group_by"]),
+            group_wait=route["group_wait"], group_interval=route["group_interval"],
+            repeat_interval=route["repeat_interval"], inhibit_rules=self.route["inhibit_rules"])
+        self.prometheus = PrometheusServer(
+            work / "prometheus-shipped", {MONITOR_JOB: [monitor.address]}, [RULES_PATH],
+            alertmanager=self.alertmanager.url, scrape_interval=self.intervals["scrape_interval"],
+            evaluation_interval=self.intervals["evaluation_interval"])
+
+    def start(self) -> None:
+        self.alertmanager.start()
+        self.prometheus.start()
+
+    def page(self, flow: str, after: float):
+        return self.webhook.wait_for(lambda n: any(a["status"] == "firing" for a in n.alerts(alertname=PAGE, flow=flow)),
+                                     timeout=0, after=after)
+
+    def stop(self) -> None:
+        for stop in (self.prometheus.stop, self.alertmanager.stop, self.webhook.stop):
+            stop()
 
 
 @pytest.fixture(scope="module")
@@ -349,26 +408,44 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
                                       inhibit_rules=committed["inhibit_rules"])
     prometheus = PrometheusServer(work / "prometheus", {MONITOR_JOB: [s.monitor.address for s in built.values()]},
                                   [_rules(work)], alertmanager=alertmanager.url)
+    killed = built["replicator killed"]
+    shipped = ShippedStack(work, killed.monitor)
     try:
         alertmanager.start()
         prometheus.start()
+        shipped.start()
         for s in built.values():
             s.monitor.start()
-            s.started = time.monotonic()
+            s.started = s.seen["monitor_started"] = time.monotonic()
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             for s in built.values():
                 if s.tick is not None:
                     s.tick(s, prometheus)
             _observe(built.values(), webhook, alertmanager)
+            if not killed.armed and "shipped_page" not in killed.seen:
+                page = shipped.page(killed.flow, after=killed.started)
+                if page is not None:
+                    killed.seen["shipped_page"] = round(page.received_monotonic - killed.started, 1)
             done = all(not s.armed and s.fire <= s.notified and s.inhibited <= s.suppressed
                        for s in built.values())
-            if done:
+            if done and ("shipped_page" in killed.seen or time.monotonic() > killed.started + SHIPPED_WAIT_SECONDS):
                 break
             time.sleep(1)
         # the silent ones had their chance: every expected alert fired, and one more group_wait passed
         time.sleep(3)
         _observe(built.values(), webhook, alertmanager)
+        shipped_timing = {
+            "alert": PAGE, "kill_to_page_seconds": killed.seen.get("shipped_page"),
+            "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_SECONDS,
+            "margin_seconds": mixin.DEFAULT.thresholds.heartbeats_stopped_margin_seconds,
+            "longest_silence_before_the_kill_seconds": killed.seen.get("longest_silence_before_the_kill"),
+            "scrape_interval": shipped.intervals["scrape_interval"],
+            "evaluation_interval": shipped.intervals["evaluation_interval"],
+            "group_wait": shipped.route["route"]["group_wait"], "monitor_interval_seconds": 5.0}
+        killed.seen["shipped_timing"] = shipped_timing
+        (artifacts_dir / "alert-timing-shipped.json").write_text(json.dumps(shipped_timing, indent=2) + "\n")
+        print(f"\nshipped time to page: {shipped_timing}")
         behind = built["hours behind, slow probes"].seen["behind"]
         (artifacts_dir / "alert-scenarios.md").write_text(
             table(built.values()) + f"\n\nhours behind, slow probes: a partition's seconds lag came from a probe of an "
@@ -385,6 +462,7 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
         prometheus.stop()
         alertmanager.stop()
         webhook.stop()
+        shipped.stop()
 
 
 def _observe(scenarios, webhook: WebhookReceiver, alertmanager: AlertmanagerServer) -> None:
@@ -430,6 +508,17 @@ def test_replicator_killed_was_ok_before_the_kill(scenarios):
     s = scenarios["replicator killed"]
     assert not s.armed, "the monitor never rated the live flow OK, so the copier was never stopped"
     assert s.seen["ok_before_the_kill"] == "OK"
+
+
+def test_a_killed_replicator_pages_within_a_minute_with_the_shipped_settings(scenarios):
+    """Measured at the receiver with the shipped intervals, group_wait and rules: never before the
+    timeout and margin (a silence that short is a hiccup, not a page), always within a minute."""
+    timing = scenarios["replicator killed"].seen["shipped_timing"]
+    after = timing["kill_to_page_seconds"]
+    assert after is not None, f"no page from the shipped stack within {SHIPPED_WAIT_SECONDS} s of the kill: {timing}"
+    assert timing["heartbeat_timeout_seconds"] + timing["margin_seconds"] - 1 <= after < 60, timing
+    longest = timing["longest_silence_before_the_kill_seconds"]
+    assert longest is not None and longest < timing["heartbeat_timeout_seconds"] + timing["margin_seconds"], timing
 
 
 def test_lag_alerts_keep_their_for_while_probes_are_slow(scenarios):

@@ -51,6 +51,8 @@ from tests.support.prometheus import AlertmanagerServer, PrometheusServer, Webho
 from tests.support.waiting import wait_until
 
 HEALTHY, BROKEN = "primary->dr", "broken->dr"
+#: A flow whose replicator runs (heartbeats arrive) but falls behind its objective when a test says so.
+SLOW = "slow->dr"
 PAGE = "SparkmirrorHeartbeatsStopped"
 CLUSTER_ALERT = "SparkmirrorClusterUnreachable"
 #: Alerts of the broken flow the inhibition test waits for (their `for` shortened to seconds here).
@@ -86,18 +88,18 @@ class FakeMonitor:
     """
 
     LABELS = {
-        "flow": (HEALTHY, BROKEN), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
+        "flow": (HEALTHY, BROKEN, SLOW), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
         "source": ("primary", "broken"), "target": ("dr",), "reason": m.FAILOVER_REASONS,
     }
     #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
-    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr")}
+    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr"), SLOW: ("primary", "dr")}
 
     def __init__(self) -> None:
         self.started = time.time()
-        self.heartbeat_age = {HEALTHY: 1.0}
-        self.lag_seconds = {HEALTHY: 0.5}
+        self.heartbeat_age = {HEALTHY: 1.0, SLOW: 1.0}
+        self.lag_seconds = {HEALTHY: 0.5, SLOW: 0.5}
         self.lock = threading.Lock()
 
     def set_heartbeat_age(self, flow: str, seconds: float) -> None:
@@ -251,7 +253,7 @@ def test_every_dashboard_expression_parses_and_returns_data(stack):
     assert not empty, "dashboard expressions without data:\n" + "\n".join(empty)
     health = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(
         queries.instantiate(queries.flow_status_code().expr))}
-    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"]}
+    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"], SLOW: m.STATUS_CODES["OK"]}
 
 
 def test_every_template_variable_lists_values(stack):
@@ -260,7 +262,7 @@ def test_every_template_variable_lists_values(stack):
         selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
         values = stack.prometheus.label_values(label, queries.instantiate(selector))
         assert values, f"variable {name}: {query} lists nothing"
-    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN])
+    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN, SLOW])
 
 
 def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
@@ -292,7 +294,7 @@ def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
             continue
         assert rule["state"] in ("pending", "firing"), f"{name} is {rule['state']} with its condition induced"
         flows = {a["labels"].get("flow") for a in rule["alerts"]}
-        assert HEALTHY not in flows, f"{name} is active for the healthy flow"
+        assert not {HEALTHY, SLOW} & flows, f"{name} is active for a healthy flow"
 
 
 def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_apart(stack):
@@ -306,9 +308,9 @@ def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_ap
     assert all(r["health"] == "ok" for r in recorded), [(r["name"], r.get("lastError")) for r in recorded]
     for name in sorted(names):
         result = stack.prometheus.wait_for_data(name, timeout=15)
-        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN}, f"{name}: {result}"
+        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN, SLOW}, f"{name}: {result}"
     good = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.GOOD)}
-    assert good == {HEALTHY: 1.0, BROKEN: 0.0}
+    assert good == {HEALTHY: 1.0, BROKEN: 0.0, SLOW: 1.0}
 
     def budget() -> dict:
         return {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.BUDGET_REMAINING)}
@@ -366,6 +368,37 @@ def test_heartbeats_stopped_pages_through_alertmanager_and_resolves(stack, artif
     assert detection >= PAGE_FOR_SECONDS
     assert detection <= PAGE_FOR_SECONDS + SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 5
     assert resolution <= SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + GROUP_INTERVAL_SECONDS + 5
+
+
+def test_a_flow_fallen_behind_its_objective_pages_once_with_the_budget_left(stack):
+    """The replicator of SLOW runs (heartbeats arrive) but the flow is 1000 s behind its 30-s objective:
+    the fast burn pages once through Alertmanager, its notification says how much budget is left, and
+    the slow burn's ticket of the same incident is inhibited."""
+    webhook = stack.webhook
+    started = time.monotonic()
+    stack.fake.set_lag_seconds(SLOW, 1000.0)
+    try:
+        fired = webhook.wait_for(lambda n: any(a["status"] == "firing" for a in n.alerts(
+            alertname="SparkmirrorRPOBudgetBurn", flow=SLOW)), timeout=60, after=started)
+        assert fired is not None, f"no budget-burn page within 60 s:\n{stack.alertmanager.log_tail()}"
+        alert = fired.alerts(alertname="SparkmirrorRPOBudgetBurn", flow=SLOW)[0]
+        assert alert["labels"]["severity"] == "critical"
+        assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorrpobudgetburn")
+        left = re.search(r"Budget left over the period: ([\d.]+)%\.", alert["annotations"]["description"])
+        assert left and 0 < float(left.group(1)) < 100, alert["annotations"]["description"]
+
+        def slow_burn_suppressed() -> bool:
+            return any(a["labels"]["alertname"] == "SparkmirrorRPOBudgetBurnSlow" and a["labels"].get("flow") == SLOW
+                       and a["status"]["state"] == "suppressed" for a in stack.alertmanager.alerts())
+
+        wait_until(slow_burn_suppressed, 30, interval=0.5, what="the slow burn of the same flow inhibited",
+                   details=lambda: str(stack.alertmanager.alerts()))
+        time.sleep(2 * GROUP_INTERVAL_SECONDS + 1)
+        sent = [(a["labels"]["alertname"], a["status"]) for n in webhook.notifications
+                if n.received_monotonic >= started for a in n.alerts(flow=SLOW)]
+        assert sent == [("SparkmirrorRPOBudgetBurn", "firing")], sent
+    finally:
+        stack.fake.set_lag_seconds(SLOW, 0.5)
 
 
 def test_an_unreachable_cluster_pages_once_and_inhibits_the_alerts_of_its_flows(stack):

@@ -111,6 +111,25 @@ def test_overview_has_one_row_per_flow_with_health_heartbeat_lag_and_loss_panels
     assert [t["legendFormat"] for t in latency["targets"]] == ["p50", "p95", "p99"]
 
 
+def test_the_slo_dashboard_shows_budget_burn_rates_lag_percentiles_and_the_bad_periods_per_flow():
+    from alerts import slo
+
+    model = BY_UID["sparkmirror-slo"]
+    rows = [p for p in model["panels"] if p["type"] == "row"]
+    assert [r["repeat"] for r in rows] == ["flow"]
+    by_title = {p["title"]: p for p in _panels(model) if p["type"] != "row"}
+    assert set(by_title) == {"Objective", "Budget left", "Now", "Burn rate per window", "Lag percentiles",
+                             "Periods that burned the budget"}
+    burns = [t["expr"] for t in by_title["Burn rate per window"]["targets"]]
+    assert burns == [f'{slo.burn_rate(w)}{{flow=~"$flow"}}' for w in slo.WINDOWS]
+    assert by_title["Budget left"]["targets"][0]["expr"] == f'{slo.BUDGET_REMAINING}{{flow=~"$flow"}}'
+    assert [t["legendFormat"] for t in by_title["Lag percentiles"]["targets"]] == [
+        "{{flow}} p50 over 5m", "{{flow}} p99 over 5m", "{{flow}} p50 over 1h", "{{flow}} p99 over 1h"]
+    # the page's and the ticket's limits drawn on the burn rates
+    steps = [s["value"] for s in by_title["Burn rate per window"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+    assert steps[1:] == [6, 14.4]
+
+
 def test_overview_shows_the_firing_alerts_and_links_every_runbook():
     """The alert panels come from the same mixin config as the rules: every alert, its absolute runbook."""
     from alerts import config as mixin
