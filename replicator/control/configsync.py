@@ -90,10 +90,9 @@ class TopicConfigSync:
         self.assignment = assignment
         self.interval = float(self.flow.sync_topic_configs_interval_seconds)
         self.changes_total = 0
+        self.unknown_on_target: set[str] = set()  # topic configs the target's brokers refused as unknown
 
     def sync_once(self) -> list[ConfigChange]:
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
         flow, policy = self.flow, self.flow.policy
         sources = sorted(self.assignment())
         pairs = {t: policy.format_remote_topic(flow.source, t) for t in sources}
@@ -105,8 +104,25 @@ class TopicConfigSync:
                 planned = plan_config_changes(dst, source_cfg[src], target_cfg[dst], flow.config_properties_exclude)
                 if planned:
                     by_topic[dst] = planned
+        done: list[ConfigChange] = []
+        while by_topic:
+            by_topic = {dst: [c for c in changes if c.name not in self.unknown_on_target]
+                        for dst, changes in by_topic.items()}
+            by_topic = {dst: changes for dst, changes in by_topic.items() if changes}
+            by_topic = self._alter(by_topic, done)
+        self.changes_total += len(done)
+        return done
+
+    def _alter(self, by_topic: dict[str, list[ConfigChange]], done: list[ConfigChange]) -> dict:
+        """Apply the changes; returns those to try again: topics whose alter a broker refused
+        for a config name it does not know (an older or newer Kafka), without that name."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        from replicator.control.topics import unknown_config_name, warn_unknown_config
+
         if not by_topic:
-            return []
+            return {}
+        flow = self.flow
         resources = []
         for dst, changes in by_topic.items():
             res = ConfigResource(ResourceType.TOPIC, dst, incremental_configs=[
@@ -114,19 +130,24 @@ class TopicConfigSync:
                     AlterConfigOpType.DELETE if c.value is None else AlterConfigOpType.SET))
                 for c in changes])
             resources.append(res)
-        done: list[ConfigChange] = []
+        again: dict[str, list[ConfigChange]] = {}
         for res, fut in self.target_admin.incremental_alter_configs(resources, request_timeout=30).items():
             try:
                 fut.result(60)
             except Exception as exc:
+                unknown = unknown_config_name(exc)
+                if unknown and any(c.name == unknown for c in by_topic[res.name]):
+                    self.unknown_on_target.add(unknown)
+                    warn_unknown_config(flow, unknown, res.name)
+                    again[res.name] = by_topic[res.name]
+                    continue
                 log.warning("config sync %s: could not alter the configs of %s on %s: %s", flow.name, res.name,
                             flow.target, exc)
                 continue
             for change in by_topic[res.name]:
                 log.info("config sync %s: %s on %s", flow.name, change, flow.target)
                 done.append(change)
-        self.changes_total += len(done)
-        return done
+        return again
 
 
 # ------------------------------------------------------------------------------------ ACLs

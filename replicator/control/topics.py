@@ -81,6 +81,23 @@ def excluded_config(name: str, patterns: list[str]) -> bool:
     return False
 
 
+#: A broker refuses a topic config it has no such name for (Kafka 4 removed
+#: ``message.format.version``, which many 3.x topics still carry) with this text.
+_UNKNOWN_CONFIG = re.compile(r"Unknown topic config name: ([A-Za-z0-9._-]+)")
+
+
+def unknown_config_name(exc: BaseException) -> str | None:
+    """The config name a broker's refusal says it does not know, or None for other errors."""
+    match = _UNKNOWN_CONFIG.search(str(exc))
+    return match.group(1) if match else None
+
+
+def warn_unknown_config(flow, name: str, topic: str) -> None:
+    log.warning("%s: topic config %s (set on %s) is unknown to cluster %s, a Kafka version without it: "
+                "not carried to the mirror topics there; add it to config.properties.exclude to say so",
+                flow.name, name, topic, flow.target)
+
+
 def config_source(entry) -> int:
     """ConfigEntry.source is an int from the broker and a ConfigSource when built by hand."""
     return int(getattr(entry.source, "value", entry.source))
@@ -103,6 +120,7 @@ class TopicSync:
         self.source_admin = source_admin
         self.target_admin = target_admin
         self.seen_on_target: set[str] = set()  # mirror topics this run saw or created on the target
+        self.unknown_on_target: set[str] = set()  # topic configs the target's brokers refused as unknown
 
     # -- discovery -------------------------------------------------------------------
     def discover(self) -> dict[str, int]:
@@ -158,27 +176,39 @@ class TopicSync:
                             p.target_topic, self.flow.target, p.source_topic, self.flow.source)
         self.seen_on_target.update(p.target_topic for p in plans if p.target_topic in existing)
         configs = self.source_configs([p.source_topic for p in missing]) if missing else {}
-        if missing:
+        pending = list(missing)
+        while pending:
+            for p in pending:
+                configs[p.source_topic] = {k: v for k, v in configs.get(p.source_topic, {}).items()
+                                           if k not in self.unknown_on_target}
             new = [
                 NewTopic(p.target_topic, p.partitions, self.flow.replication_factor,
                          config=configs.get(p.source_topic, {}))
-                for p in missing
+                for p in pending
             ]
+            retry = []
             for name, fut in self.target_admin.create_topics(new).items():
+                plan = next(p for p in pending if p.target_topic == name)
                 try:
                     fut.result(60)
                 except Exception as exc:
                     if "TOPIC_ALREADY_EXISTS" in str(exc):
+                        continue
+                    unknown = unknown_config_name(exc)
+                    if unknown and unknown in configs.get(plan.source_topic, {}):
+                        self.unknown_on_target.add(unknown)
+                        warn_unknown_config(self.flow, unknown, plan.source_topic)
+                        retry.append(plan)
                         continue
                     raise ClusterError(
                         f"cannot create mirror topic {name}: {exc}", cluster=self.flow.target, topic=name,
                         hint="check replication.factor against the target's broker count and the ACLs of the replicator",
                     ) from None
                 self.seen_on_target.add(name)
-                plan = next(p for p in missing if p.target_topic == name)
                 msg = f"created {name} on {self.flow.target} ({plan.partitions} partitions, replication factor {self.flow.replication_factor}, configs {configs.get(plan.source_topic, {})})"
                 log.info(msg)
                 changes.append(msg)
+            pending = retry
         grow = []
         for p in plans:
             tmd = existing.get(p.target_topic)

@@ -29,7 +29,8 @@ def test_the_installed_pyspark_is_the_pinned_one():
     assert version("pyspark") == _pinned("pyspark"), "reinstall: .venv/bin/pip install -e '.[test]'"
 
 
-def test_readme_and_submit_example_name_the_pinned_spark():
+def test_readme_and_submit_example_name_the_pinned_spark_and_kafka():
     readme = (artifacts.REPO_ROOT / "README.md").read_text()
     assert f"spark-sql-kafka-0-10_{artifacts.SCALA_BINARY}:{artifacts.SPARK_VERSION}" in readme
-    assert f"| Apache Spark / pyspark | {artifacts.SPARK_VERSION} |" in readme
+    assert f"| Apache Spark / pyspark | {artifacts.SPARK_VERSION}, connector" in readme
+    assert f"| test and dev brokers, reference Apache MM2 | {artifacts.KAFKA_VERSION} " in readme
