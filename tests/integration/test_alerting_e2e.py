@@ -56,7 +56,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from alerts import config as mixin
-from alerts import thresholds
+from alerts import slo, thresholds
 from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
@@ -84,6 +84,8 @@ HEARTBEAT_TIMEOUT_SECONDS = 30
 #: more than the default 2 minutes to deliver the first heartbeat after the monitor started.
 HEARTBEAT_GRACE_SECONDS = 300
 REPLICATOR_JOB = "sparkmirror-replicator"
+#: The page waits this long beyond the heartbeat timeout (alerts/thresholds.py).
+MARGIN_SECONDS = thresholds.DEFAULT.heartbeats_stopped_margin_seconds
 PARTITIONS = 3
 LATE_BY_SECONDS = 3600
 #: Rules the scenario makes true, and the phase that does it.
@@ -95,6 +97,10 @@ INDUCED = {
     "SparkmirrorDataLost": "replicator stopped",
     "SparkmirrorMonitorDown": "monitor stopped",
 }
+#: The flow has the default recovery-point objective, so the fixed lag alerts (the fallback for
+#: flows without one) are induced as conditions but must stay quiet: their expression is evaluated
+#: without its "unless the flow has an objective", and must return nothing with it.
+FALLBACK = {"SparkmirrorLagHigh", "SparkmirrorLagGrowing"}
 PHASES = ("replicating", "replicator stopped", "replicator restarted", "monitor stopped")
 
 
@@ -129,9 +135,11 @@ class LiveQueries:
             self.checks.append(Check("variable", name, queries.instantiate(query)))
         for rule in RULES:
             if rule.name in INDUCED:
-                self.checks.append(Check("rule", rule.name, rule.expr, (INDUCED[rule.name],), induced=True))
+                expr = rule.expr.replace(f" unless on(flow) {slo.OBJECTIVE}", "") if rule.name in FALLBACK else rule.expr
+                self.checks.append(Check("rule", rule.name, expr, (INDUCED[rule.name],), induced=True))
             else:
                 self.checks.append(Check("rule", rule.name, rule.measure, induced=False))
+        self.fallback_with_objective: dict[str, list] = {}  # fixed lag alerts that fired for this flow
         self.quiet: dict[str, list] = {}  # induced rule -> what it returned while replicating
 
     def _evaluate(self, check: Check) -> list:
@@ -319,6 +327,13 @@ class Scenario:
                               and f["heartbeat"]["age_seconds"] < 5, 60, "caught up before the stop")
         self.queries.sweep("replicating")
         self.queries.check_quiet()
+        # the real replicator's hiccups: the longest silence of its heartbeats once the first arrived
+        since = int(time.monotonic() - self.started) + 1
+        arrival, seen = (f'{name}{{flow="{self.flow}"}}' for name in (
+            "sparkmirror_heartbeat_arrival_age_seconds", "sparkmirror_heartbeat_seen"))
+        longest = self.prometheus.query(f"max_over_time(({arrival} and {seen} == 1)[{since}s:1s])")
+        self.timing["longest_heartbeat_silence_while_replicating_seconds"] = \
+            round(float(longest[0]["value"][1]), 1) if longest else None
         if self.webhook.wait_for(_page(self.flow, "firing"), timeout=0):
             self.problems.append(f"{PAGE} fired while replicating")
 
@@ -338,13 +353,16 @@ class Scenario:
         deadline = time.monotonic() + 30  # the other induced conditions, if the page came first
         while self.queries.sweep("replicator stopped") and time.monotonic() < deadline:
             time.sleep(1)
+        for rule in RULES:
+            if rule.name in FALLBACK:
+                self.queries.fallback_with_objective[rule.name] = self.prometheus.query(rule.expr)
         self.problems += [f"late producer: {e!r}" for e in self.late.stop()]
         self.timing["late_records_produced"] = self.late.sent
         if fired is None:
             self.problems.append(f"no firing {PAGE} within 150 s of the stop")
             return
         self.fired = fired.payload
-        condition_at = last_heartbeat_ms / 1000 + HEARTBEAT_TIMEOUT_SECONDS
+        condition_at = last_heartbeat_ms / 1000 + HEARTBEAT_TIMEOUT_SECONDS + MARGIN_SECONDS
         self.timing.update({
             "replicator_stopped_at": round(stopped_wall, 3),
             "last_heartbeat_at": last_heartbeat_ms / 1000,
@@ -458,6 +476,9 @@ def test_every_alert_rule_returns_data_when_induced_and_not_before(live):
             assert c.phase == INDUCED[c.name], (c.name, c.phase)
             assert c.example["metric"].get("flow", live.flow) == live.flow
     assert not any(live.queries.quiet.values()), f"induced rules true while replicating: {live.queries.quiet}"
+    assert set(live.queries.fallback_with_objective) == FALLBACK
+    assert not any(live.queries.fallback_with_objective.values()), \
+        f"fixed lag alerts true for a flow with an objective: {live.queries.fallback_with_objective}"
     assert sum(bool(c.induced) for c in rules) >= 3
 
 
@@ -465,7 +486,7 @@ def test_heartbeats_stopped_pages_and_resolves_live(live):
     t = live.timing
     assert not live.problems, f"{live.problems}\nalertmanager:\n{live.alertmanager_log}"
     alert = next(a for a in live.fired["alerts"] if a["labels"].get("alertname") == PAGE)
-    assert alert["labels"]["severity"] == "page"
+    assert alert["labels"]["severity"] == "critical"
     assert alert["labels"]["flow"] == live.flow
     assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorheartbeatsstopped")
     assert live.flow in alert["annotations"]["summary"]
@@ -475,7 +496,7 @@ def test_heartbeats_stopped_pages_and_resolves_live(live):
     # the rule group's clock) and Alertmanager's group wait, with 15 s of slack: a 2-core CI
     # machine running Spark, two brokers and Prometheus stalls for seconds (the bound checks the
     # pipeline, not its speed; the measured figures are written to test-artifacts).
-    assert t["detection_from_stop_seconds"] >= HEARTBEAT_TIMEOUT_SECONDS + PAGE_FOR_SECONDS - 1
+    assert t["detection_from_stop_seconds"] >= HEARTBEAT_TIMEOUT_SECONDS + MARGIN_SECONDS + PAGE_FOR_SECONDS - 1
     assert t["detection_from_condition_seconds"] >= PAGE_FOR_SECONDS - 0.5
     assert t["detection_from_condition_seconds"] <= (PAGE_FOR_SECONDS + MONITOR_INTERVAL_SECONDS + SCRAPE_SECONDS
                                                      + 2 * EVALUATION_SECONDS + GROUP_WAIT_SECONDS + 15)
