@@ -11,7 +11,7 @@ import pytest
 from monitor.evaluator import EvaluatorSettings, evaluate
 from monitor.rpo import RpoTracker, percentile
 from sparkmirror.objectives import Objective, ObjectiveError, Objectives, load
-from tests.support.evaluator import FLOW, beat, make_state, offsets
+from tests.support.evaluator import beat, make_state, offsets
 
 
 def _ev(at: float, *flows: tuple[str, float | None, int]):
