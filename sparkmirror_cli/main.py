@@ -30,6 +30,7 @@ SUBCOMMAND_MODULES = [
     "sparkmirror_cli.translate",
     "sparkmirror_cli.failback",
     "sparkmirror_cli.ctl",
+    "sparkmirror_cli.audit",
     "monitor.command",
 ]
 
