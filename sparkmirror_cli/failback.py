@@ -156,12 +156,15 @@ def build_plans(config, forward, reverse, group: str) -> tuple[list, dict]:
         else:
             plan = fb.plan_dr_only(topic, p, c, low, high)
         plans.append(plan)
-    _check_primary(config, forward, plans)
+    _check_primary(config, forward, plans, pairs)
     return plans, info
 
 
-def _check_primary(config, forward, plans) -> None:
-    """Refuse every partition whose primary no longer holds what its answer rests on; add the re-read span."""
+def _check_primary(config, forward, plans, pairs) -> None:
+    """Refuse every partition whose primary no longer holds what its answer rests on; add the re-read span.
+
+    The sync the answer rests on is checked; when its record was compacted away on both sides,
+    the next older syncs (up to 3 more) are, since they still describe the same copy."""
     from replicator.kafkaclients import watermarks
 
     dr, primary = forward.target, forward.source
@@ -184,13 +187,20 @@ def _check_primary(config, forward, plans) -> None:
                 continue
             if pl.check is not None:
                 u, d = pl.check
-                mine, theirs = on_primary.at(pl.primary_topic, pl.partition, u), on_dr.at(pl.dr_topic, pl.partition, d)
+                history = pairs.get((pl.primary_topic, pl.partition), [])
+                older = [x for x in history if x[1] <= d][::-1][:4] or [pl.check]
+                for u, d in older:
+                    mine, theirs = on_primary.at(pl.primary_topic, pl.partition, u), on_dr.at(pl.dr_topic,
+                                                                                              pl.partition, d)
+                    if mine is not None or theirs is not None:
+                        break
                 if not _same(mine, theirs):
                     pl.refuse(f"the record at {pl.primary_topic}[{pl.partition}] offset {u} on {primary} is "
                               f"{'missing' if mine is None else 'not the one'} at {pl.dr_topic}[{pl.partition}] "
                               f"offset {d} on {dr}, as the offset-syncs say: the primary was truncated, restored "
                               "or re-created after the failover", earliest=low)
                     continue
+                u, d = pl.check
                 if pl.reread > 0:
                     first, last = on_dr.at(pl.dr_topic, pl.partition, d + 1), on_dr.at(pl.dr_topic, pl.partition,
                                                                                          pl.dr_offset - 1)
