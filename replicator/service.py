@@ -249,10 +249,16 @@ class ReplicatorService:
                     "result": "reloaded"}
 
     def _differs(self, before, after, new_config) -> bool:
-        """Whether a flow's settings or its clusters' settings changed."""
+        """Whether a flow's settings or its clients' settings changed (not where in the file they are)."""
         if before != after:
             return True
-        return any(self.config.clusters.get(a) != new_config.clusters.get(a) for a in (before.source, before.target))
+        from sparkmirror.model.clients import ROLES
+
+        try:
+            return any(dict(self.config.client_config(a, role, before)) != dict(new_config.client_config(a, role, after))
+                       for a in (before.source, before.target) for role in ROLES)
+        except SparkmirrorError:
+            return True  # cannot tell: restarting the flow is the safe side
 
     def _stop_flow(self, name: str) -> None:
         run = self._runs.pop(name, None)
