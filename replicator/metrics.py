@@ -37,6 +37,10 @@ FLOW_PAUSED = getattr(m, "REPLICATOR_FLOW_PAUSED", None) or m.MetricSpec(
     m.PREFIX + "replicator_flow_paused", "gauge", "", ("flow",),
     "1 while the flow is paused on purpose (the control API's pause, kept across restarts): it copies "
     "nothing and its heartbeats stop reaching the target; 0 while it runs.", level="replicator")
+FLOW_PAUSED_SINCE = getattr(m, "REPLICATOR_FLOW_PAUSED_SINCE", None) or m.MetricSpec(
+    m.PREFIX + "replicator_flow_paused_since_timestamp_seconds", "gauge", "seconds", ("flow",),
+    "When the paused flow was paused (epoch seconds, from its pause file: it survives restarts); absent "
+    "while the flow runs.", level="replicator")
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -101,6 +105,7 @@ class ReplicatorMetrics:
         self.backlog = gauge(m.REPLICATOR_BACKLOG)
         self.catchup_eta = gauge(m.REPLICATOR_CATCHUP_ETA)
         self.paused = gauge(FLOW_PAUSED)
+        self.paused_since = gauge(FLOW_PAUSED_SINCE)
 
     def serve(self, listen: tuple[str, int] | None) -> None:
         if listen is None:
@@ -161,6 +166,17 @@ class ReplicatorMetrics:
     def catchup(self, flow: str, backlog: int, eta: float | None) -> None:
         self.backlog.labels(flow).set(backlog)
         self.catchup_eta.labels(flow).set(float("inf") if eta is None else eta)
+
+    def pause_state(self, flow: str, paused: dict | None) -> None:
+        """``paused``: the flow's pause ({"by", "at"}) or None while it runs."""
+        self.paused.labels(flow).set(0 if paused is None else 1)
+        if paused is None:
+            try:
+                self.paused_since.remove(flow)
+            except KeyError:
+                pass
+        else:
+            self.paused_since.labels(flow).set(float(paused.get("at") or 0))
 
     def lost(self, flow: str, records: int) -> None:
         self.records_lost.labels(flow).inc(records)

@@ -194,7 +194,7 @@ class ReplicatorService:
         with self._control_lock:
             fr = self._flow(name)
             changed = fr.pause(who)
-            metrics().paused.labels(name).set(1)
+            metrics().pause_state(name, fr.paused)
             if changed:
                 log.info("flow %s: paused by %s: its query stopped, its heartbeats and checkpoints go on", name, who)
             return changed
@@ -205,7 +205,7 @@ class ReplicatorService:
         with self._control_lock:
             fr = self._flow(name)
             changed = fr.resume()
-            metrics().paused.labels(name).set(0)
+            metrics().pause_state(name, None)
             if changed:
                 log.info("flow %s: resumed by %s", name, who)
             return changed
@@ -293,7 +293,7 @@ class ReplicatorService:
                             starting_offsets=partial(spark_starting_offsets, self.config, flow))
         from replicator.metrics import metrics
 
-        metrics().paused.labels(fr.name).set(1 if fr.paused is not None else 0)  # a pause read from disk
+        metrics().pause_state(fr.name, fr.paused)  # a pause read from disk
         _ensure_offset_syncs_topic(fr)
         fr.refresh_topics()
         return fr
