@@ -250,8 +250,11 @@ class AuditEngine:
         # surplus is then either a replay of what follows (duplicates) or foreign.
         reach = max(w.u_b, w.u_a + (w.d_b - w.d_a))
         remote = self.flow.remote(b.topic)
+        # A replay (u_b below u_a) repeats [u_b, ...): the source is read from there, so that what this
+        # window's first copies and the copies after d_b share is counted whole
+        lo = min(w.u_a, w.u_b)
         t = self.readers.target.read(remote, b.partition, w.d_a, w.d_b)
-        s = self.readers.source.read(b.topic, b.partition, w.u_a, reach)
+        s = self.readers.source.read(b.topic, b.partition, lo, reach)
         self.budgets["target"].spend(t.cost)
         self.budgets["source"].spend(s.cost)
         outcome = reconcile(s.records, t.records, compacted=self.compacted.get(b.topic, False), aligned=True)
@@ -260,7 +263,8 @@ class AuditEngine:
         diffs = []
         for d in outcome.differences:
             beyond = d.source_offset is not None and d.source_offset >= w.u_b
-            if beyond and d.kind == MISSING:
+            before = d.source_offset is not None and d.source_offset < w.u_a
+            if (beyond or before) and d.kind == MISSING:
                 continue
             if beyond and d.kind == MISMATCHED and d.detail != "out of order":
                 d = Difference(FOREIGN, None, d.target_offset, "no such record on the source")
@@ -283,13 +287,19 @@ class AuditEngine:
             if gone:
                 self.tally.add(Finding("expired", b.topic, b.partition, gone[0].source_offset, w.d_a, len(gone),
                                        "below the target's log start", now))
-        missing = {d.source_offset for d in diffs if d.kind == MISSING}
-        replayed = [r.offset for r in s.records if r.offset >= w.u_b and r.offset not in missing]
-        for d in diffs:
-            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
-        if replayed:
-            self.tally.add(Finding(DUPLICATED, b.topic, b.partition, replayed[0], w.d_b, len(replayed),
-                                   "copied again: the replicator went back to this offset", now))
+        unmatched = {d.source_offset for d in outcome.differences if d.kind == MISSING}
+        diffs = _ranges_of_duplicates(diffs)
+        for d, count in diffs:
+            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, count, d.detail,
+                                   now))
+        if not any(d.kind == DUPLICATED for d, _ in diffs):
+            # a replay: what this window holds of [u_b, ...) is on the target again from d_b on
+            matched = [r.offset for r in s.records if r.offset >= w.u_a and r.offset not in unmatched]
+            end = max(matched) + 1 if matched else w.u_a
+            replayed = [r.offset for r in s.records if w.u_b <= r.offset < end and r.offset not in unmatched]
+            if replayed:
+                self.tally.add(Finding(DUPLICATED, b.topic, b.partition, replayed[0], w.d_b, len(replayed),
+                                       "copied again: the replicator went back to this offset", now))
         self.tally.verified(b.topic, outcome.verified, now)
         self.tally.loss_checked(max(w.u_b - w.u_a, 0), now)
 
@@ -335,6 +345,7 @@ class AuditEngine:
             "counts": self.tally.totals(),
             "topics": {t: dict(c) for t, c in sorted(self.tally.counts.items())},
             "coverage": self.tally.coverage(now),
+            "verified_last_hour": self.tally.checked_last_hour(now),
             "findings": [f.to_json() for f in self.tally.findings],
             "partitions": len(self.books),
             # per source partition, the newest synced source offset: what the counts reach up to
@@ -347,3 +358,16 @@ class AuditEngine:
             "rounds": self.rounds,
             "undecodable_syncs": self.undecodable_syncs,
         }
+
+
+def _ranges_of_duplicates(diffs: list[Difference]) -> list[tuple[Difference, int]]:
+    """Each difference with its count: duplicates of consecutive records, copied again in a row, as one."""
+    out: list[tuple[Difference, int]] = []
+    for d in diffs:
+        if out and d.kind == DUPLICATED and out[-1][0].kind == DUPLICATED:
+            first, n = out[-1]
+            if d.source_offset == first.source_offset + n and d.target_offset == first.target_offset + n:
+                out[-1] = (first, n + 1)
+                continue
+        out.append((d, 1))
+    return out

@@ -83,6 +83,10 @@ class Tally:
         return {"loss": min(1.0, sum(r[1] for r in rows) / replicated),
                 "content": min(1.0, sum(r[2] for r in rows) / replicated)}
 
+    def checked_last_hour(self, now: float) -> int:
+        since = int(now // 60) - HOUR_MINUTES
+        return sum(v[2] for m, v in self.ledger.items() if m > since)
+
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(COUNTS, 0)
         for c in self.counts.values():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 
@@ -35,10 +36,12 @@ BUDGET = 16 * 1024
 def _produce(bootstrap, topic):
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    # recent timestamps, a millisecond apart: older ones would fall to the brokers' retention mid-test
+    first = int(time.time() * 1000) - PER_PARTITION
     for i in range(PER_PARTITION):
         for part in range(PARTITIONS):
             p.produce(topic, (b"%06d-%d-" % (i, part)).ljust(VALUE, b"x"), key=b"k%d" % i, partition=part,
-                      headers=[("trace", b"t%d" % i)], timestamp=1_700_000_000_000 + i)
+                      headers=[("trace", b"t%d" % i)], timestamp=first + i)
         if i % 1000 == 0:
             p.poll(0)
     p.flush(60)
@@ -61,7 +64,7 @@ def faulty(kafka_clusters, tmp_path_factory):
     # partition 1 loses [a, b) to deleteRecords first: its other faults lie above b
     a = rnd.randrange(200, 1500)
     b = a + rnd.randrange(5, 50)
-    while True:  # faults apart from each other, so that each stands alone in its window
+    while True:  # faults apart from each other, each in windows of its own
         faults = {
             "drop": (0, rnd.randrange(100, PER_PARTITION - 100)),
             "header": (0, rnd.randrange(100, PER_PARTITION - 100)),
@@ -69,8 +72,8 @@ def faulty(kafka_clusters, tmp_path_factory):
             "value": (1, rnd.randrange(b + 100, PER_PARTITION - 100)),
             "swap": (1, rnd.randrange(b + 100, PER_PARTITION - 100)),
         }
-        if len({f[1] // 30 for f in faults.values() if f[0] == 0}) == 3 and \
-                len({f[1] // 30 for f in faults.values() if f[0] == 1}) == 2:
+        apart = [sorted(f[1] for f in faults.values() if f[0] == part) for part in (0, 1)]
+        if all(y - x >= 150 for offsets in apart for x, y in zip(offsets, offsets[1:])):
             break
     copier = FaultyCopier(primary, dr, topic, remote, PARTITIONS, syncs, drop=[faults["drop"]],
                           value=[faults["value"]], header=[faults["header"]], swap=[faults["swap"]],
@@ -119,7 +122,7 @@ def test_the_engine_names_what_the_syncs_reveal_in_its_first_round_within_the_bu
     found = _found(snap["findings"])
     # the drop, the range written twice, the deleted range and the swap change the syncs' distances
     reveal = {e for e in expected if e[0] in ("missing", "duplicated", "expired")}
-    assert reveal <= found, (reveal - found, snap["findings"])
+    assert reveal <= found, (reveal - found, found, faulty["faults"])
     assert any(x[0] == "mismatched" and x[2] == part and x[3] in (swapped, swapped + 1) for x in found), found
     # the budget is exercised: the content of most of the backlog is still to be read
     assert snap["unchecked_records"] > 0.8 * PARTITIONS * PER_PARTITION
@@ -166,3 +169,59 @@ def test_the_command_reports_in_text_and_refuses_a_bad_flow(faulty, capsys):
     assert audit_cli.main(["audit", str(faulty["path"]), "--flow", f"{faulty['tgt']}->{faulty['src']}"]) == 2
     _, err = capsys.readouterr()
     assert "not enabled" in err and str(faulty["path"]) in err
+
+
+def test_the_monitor_component_audits_continuously_and_a_restart_continues(faulty, tmp_path):
+    """At the default budget, while the copier copies more (dropping one more record): the new drop
+    is named at its offset, the metrics carry their exact names, and a component started again on
+    the same state directory shows the same counts before its first round."""
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    from monitor.audit.component import COVERAGE, MISSING, VERIFIED, AuditComponent, summary
+    from monitor.audit.options import AuditOptions
+
+    config = load_config(faulty["path"])
+    consumers = {faulty["src"]: {"bootstrap.servers": faulty["primary"]},
+                 faulty["tgt"]: {"bootstrap.servers": faulty["dr"]}}
+    options = AuditOptions(interval=0.5, state_dir=tmp_path)
+    topic, copier = faulty["topic"], faulty["copier"]
+    dropped = PER_PARTITION + 37
+    copier.drop.add((0, dropped))
+
+    async def audit_while_copying():
+        component = AuditComponent(config, options, consumers)
+        task = asyncio.create_task(component.run())
+        try:
+            p = Producer({"bootstrap.servers": faulty["primary"]})
+            for i in range(100):
+                p.produce(topic, b"late-%d" % i, key=b"late", partition=0)
+            p.flush(30)
+            await asyncio.to_thread(copier.copy)
+            for _ in range(240):
+                snap = component.snapshot()[f"{faulty['src']}->{faulty['tgt']}"]
+                if any(f["kind"] == "missing" and f["source_offset"] == dropped for f in snap["findings"]):
+                    return component, snap
+                await asyncio.sleep(0.5)
+            raise AssertionError(f"the drop at {dropped} was not named: {snap['findings']}")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    component, snap = asyncio.run(audit_while_copying())
+    try:
+        samples = {(name, tuple(sorted(labels.items()))): v for name, labels, v in component.samples()}
+        flow = f"{faulty['src']}->{faulty['tgt']}"
+        assert samples[(MISSING, (("flow", flow), ("topic", topic)))] == snap["topics"][topic]["missing"] >= 2
+        assert samples[(VERIFIED, (("flow", flow), ("topic", topic)))] > 0
+        assert samples[(COVERAGE, (("flow", flow), ("kind", "loss")))] >= 0.99
+        assert "missing" in summary(snap) and "records in the last hour" in summary(snap)
+        counts = component.snapshot()[flow]["counts"]
+    finally:
+        component.close()
+    again = AuditComponent(config, options, consumers)
+    try:
+        assert again.snapshot()[flow]["counts"] == counts
+    finally:
+        again.close()
