@@ -82,7 +82,7 @@ def summary(snap: dict) -> str:
              f"{c['mismatched']:,} altered"]
     if c["duplicated"]:
         first = min((f["first_seen"] for f in snap["findings"] if f["kind"] == "duplicated"), default=None)
-        when = f" since {time.strftime('%H:%M', time.localtime(first))}" if first else ""
+        when = f" since {time.strftime('%H:%M', time.localtime(first))}" if first is not None else ""
         parts.append(f"{c['duplicated']:,} duplicates{when}" + (" (exactly-once flow)" if snap["exactly_once"] else ""))
     if c["unverifiable"]:
         parts.append(f"{c['unverifiable']:,} unverifiable")
