@@ -131,6 +131,8 @@ def test_pause_resume_reload_under_load(setup):
         time.sleep(3)
         assert _ends(dr, remote, 2) == at, "a paused flow copied records"
         assert _state(rep, auth)[FLOW]["state"] == "paused"
+        status = ctl(rep, "status")
+        assert status.returncode == 0 and "paused by ops" in status.stdout, status.stdout + status.stderr
 
         rep.kill9()  # the pause is on disk, next to the checkpoint
         rep = start()
