@@ -185,6 +185,10 @@ def test_status_page_in_chromium_over_live_replication(kafka_clusters, tmp_path,
     # no older than the age the monitor reported just before, plus the time since (+1 s of rounding)
     assert seconds_of(heartbeat.group(1)) <= (truths[0]["heartbeat"]["age_seconds"]
                                               + after["generated_at"] - before["generated_at"] + 1)
+    # the flow's recovery-point objective (the default), its budget left and the lag percentiles
+    rpo = re.search(r"recovery point (\d+\.\d)% budget left lag <= 30s for 99\.9% of 30d \(since the monitor "
+                    r"started\); lag 5m: (p50 .+?|lag unknown);", text_of(card))
+    assert rpo and 0 <= float(rpo.group(1)) <= 100, text_of(card)
     # the lag sparkline: an inline SVG line over the samples the page saw
     spark = re.search(r'<svg class="spark"[^>]*aria-label="([^"]+)"[^>]*>(.*?)</svg>', card, re.S)
     assert spark, card[:3000]
