@@ -10,7 +10,7 @@ and left out, not fatal), and that the monitor shows the flow caught up with hea
 The default run checks the core pairs (3.9 KRaft -> newest, 3.9 on ZooKeeper -> newest, newest
 -> 3.9); newest -> newest is what every other test runs. The whole matrix, the previous 4.x line
 and the newest broker release included, runs with
-``.venv/bin/python -m pytest tests/integration/test_compat_matrix.py -m compat -s``.
+``.venv/bin/python -m pytest tests/integration/test_compat_matrix.py -m "compat or not compat" -s``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ class Side:
 K_OLD, ZK_OLD, K_NEW, K_NEW2 = Side("old", OLD), Side("zk", OLD, True), Side("new", NEWEST), Side("new2", NEWEST)
 K_PREV, K_NEWEST = Side("prev", PREVIOUS), Side("newest", NEWEST_BROKER)
 CORE = ((K_OLD, K_NEW), (ZK_OLD, K_NEW), (K_NEW, K_OLD))
-FULL = CORE + ((K_NEW, K_NEW2), (K_PREV, K_NEW), (K_NEW, K_PREV), (K_NEW, K_NEWEST), (K_NEWEST, K_NEW))
+#: the rest of the matrix, in runs of the core's size: all nine flows in one run, with six
+#: brokers and a ZooKeeper on two cores, did not copy within the checks' timeouts
+PREVIOUS_LINE = ((K_PREV, K_NEW), (K_NEW, K_PREV), (K_NEW, K_NEW2))
+NEWEST_BROKERS = ((K_NEW, K_NEWEST), (K_NEWEST, K_NEW))
 
 
 _ADMINS: dict[str, AdminClient] = {}
@@ -163,7 +166,8 @@ def _check_flow(source, target, s: Side, t: Side, sent: list[dict], replicator: 
 
 
 @pytest.mark.parametrize("pairs", [pytest.param(CORE, id="core"),
-                                   pytest.param(FULL, id="full", marks=pytest.mark.compat)])
+                                   pytest.param(PREVIOUS_LINE, id="previous-line", marks=pytest.mark.compat),
+                                   pytest.param(NEWEST_BROKERS, id="newest-brokers", marks=pytest.mark.compat)])
 def test_every_version_pair_copies_syncs_and_is_watched(pairs, tmp_path):
     from devenv.kafka import KafkaCluster, free_port
     from tests.support.clusters import running
