@@ -31,18 +31,6 @@ from sparkmirror.errors import UsageError
 
 log = logging.getLogger("sparkmirror.replicate")
 
-#: 1 while the flow is paused through the control API, else 0. Declared here until it joins
-#: the one list in sparkmirror.metrics (where the docs tables and the monitor read it from).
-FLOW_PAUSED = getattr(m, "REPLICATOR_FLOW_PAUSED", None) or m.MetricSpec(
-    m.PREFIX + "replicator_flow_paused", "gauge", "", ("flow",),
-    "1 while the flow is paused on purpose (the control API's pause, kept across restarts): it copies "
-    "nothing and its heartbeats stop reaching the target; 0 while it runs.", level="replicator")
-FLOW_PAUSED_SINCE = getattr(m, "REPLICATOR_FLOW_PAUSED_SINCE", None) or m.MetricSpec(
-    m.PREFIX + "replicator_flow_paused_since_timestamp_seconds", "gauge", "seconds", ("flow",),
-    "When the paused flow was paused (epoch seconds, from its pause file: it survives restarts); absent "
-    "while the flow runs.", level="replicator")
-
-
 class _QuietHandler(WSGIRequestHandler):
     timeout = 60  # seconds: a client that connects and says nothing (or never finishes TLS) gives its thread back
 
@@ -104,8 +92,8 @@ class ReplicatorMetrics:
         self.partitions = gauge(m.REPLICATOR_PARTITIONS)
         self.backlog = gauge(m.REPLICATOR_BACKLOG)
         self.catchup_eta = gauge(m.REPLICATOR_CATCHUP_ETA)
-        self.paused = gauge(FLOW_PAUSED)
-        self.paused_since = gauge(FLOW_PAUSED_SINCE)
+        self.paused = gauge(m.REPLICATOR_FLOW_PAUSED)
+        self.paused_since = gauge(m.REPLICATOR_FLOW_PAUSED_SINCE)
 
     def serve(self, listen: tuple[str, int] | None) -> None:
         if listen is None:

@@ -383,6 +383,15 @@ REPLICATOR_PARTITIONS = _m(
     "replicator_partitions", "gauge", "", F,
     "Source partitions the flow's streaming query reads.", level="replicator")
 
+REPLICATOR_FLOW_PAUSED = _m(
+    "replicator_flow_paused", "gauge", "", F,
+    "1 while the flow is paused on purpose (the control API's pause, kept across restarts): it copies "
+    "nothing and its heartbeats stop reaching the target; 0 while it runs.", level="replicator")
+REPLICATOR_FLOW_PAUSED_SINCE = _m(
+    "replicator_flow_paused_since_timestamp_seconds", "gauge", "seconds", F,
+    "When the paused flow was paused (epoch seconds, from its pause file: it survives restarts); absent "
+    "while the flow runs.", level="replicator")
+
 REPLICATOR_BACKLOG = _m(
     "replicator_backlog_records", "gauge", "records", F,
     "Records on the source (read_committed end offsets) beyond the flow's newest committed batch: what "
