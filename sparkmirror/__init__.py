@@ -15,6 +15,8 @@
   policies, filters, the three internal record formats, offset translation.
 - ``configfile``: reading mm2.properties (config providers included) into that model.
 - ``artifacts``: the pinned jars (Kafka, MM2, Spark's connector) and their cache.
+- ``objectives``: the recovery-point objective of each flow (the mixin config's ``rpo:``),
+  read by the alert rules, the dashboards and the monitor alike.
 - ``signals``: SIGTERM and SIGINT turned into an event without work in a handler.
 - ``lifecycle``: components started in order, unwound in reverse when one fails, stopped
   in reverse; both coordinators run their parts in it.

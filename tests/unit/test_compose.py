@@ -117,6 +117,14 @@ def test_prometheus_loads_the_generated_rules_and_scrapes_the_monitor_under_the_
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
 
 
+def test_prometheus_keeps_the_31_days_a_30_day_objective_is_computed_over():
+    command = SERVICES["prometheus"]["command"]
+    retention = [a.split("=", 1)[1] for a in command if a.startswith("--storage.tsdb.retention.time=")]
+    assert retention and retention[0].endswith("d") and int(retention[0][:-1]) >= 31
+    # a command replaces the image's own: the config file it is given must still be the mounted one
+    assert "--config.file=/etc/prometheus/prometheus.yml" in command
+
+
 def test_prometheus_scrapes_the_replicators_own_metrics_where_it_listens():
     """The drill-down's replicator row and SparkmirrorReplicatorRecordsLost need the replicator's /metrics;
     it must listen beyond the container's loopback for Prometheus to reach it."""
