@@ -181,6 +181,78 @@ def _steady_table(runs: dict[str, list[dict]]) -> list[str]:
     return out
 
 
+def _curve_rows(rows: list[dict]) -> list[tuple[float, str, list[dict]]]:
+    """(load, system, that system's runs at that load), by load then in the rows' order of systems."""
+    groups: dict[tuple[float, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["load"], r["system"]), []).append(r)
+    return sorted(((load, system, group) for (load, system), group in groups.items()), key=lambda g: g[0])
+
+
+def _curve_table(rows: list[dict]) -> list[str]:
+    """Latency against load: per load and system the median of each figure over its runs."""
+    out = ["\n| load | system | records/s | p50 s | p99 s | p99 spread s | p99.9 s | max s | heartbeat p99 s "
+           "| under 1 s after s | under 0.1 s after s | CPU s/GB |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for load, system, group in _curve_rows(rows):
+        def m(key: str, fmt: str = "{}") -> str:
+            v = _median([r.get(key) for r in group])
+            return "—" if v is None else fmt.format(v)
+        p99s = sorted(r["p99_latency_s"] for r in group if r.get("p99_latency_s") is not None)
+        spread = f"{p99s[0]}–{p99s[-1]}" if len(p99s) > 1 else "—"
+        out.append(f"| {load:.0%} | {system} | {m('records_per_s', '{:,.0f}')} | {m('p50_latency_s')} | "
+                   f"{m('p99_latency_s')} | {spread} | {m('p999_latency_s')} | {m('max_latency_s')} | "
+                   f"{m('heartbeat_p99_latency_s')} | {m('settled_s')} | {m('settled_fast_s')} | {m('cpu_s_per_gb')} |")
+    return out
+
+
+_CURVE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def curve_svg(rows: list[dict]) -> str:
+    """p50 (dashed) and p99 (solid) latency against load, one colour per system, log-scaled latency."""
+    import math
+
+    series: dict[str, list[tuple[float, float | None, float | None]]] = {}
+    for load, system, group in _curve_rows(rows):
+        series.setdefault(system, []).append(
+            (load, _median([r.get("p50_latency_s") for r in group]), _median([r.get("p99_latency_s") for r in group])))
+    values = [v for pts in series.values() for _, p50, p99 in pts for v in (p50, p99) if v]
+    loads = sorted({load for pts in series.values() for load, _, _ in pts})
+    if not values or not loads:
+        return ""
+    width, height, left, right, top, bottom = 640, 360, 64, 150, 20, 44
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    high = max(high, low + 1)
+    span = max(loads) - min(loads) or 1.0
+
+    def x(load: float) -> float:
+        return left + (load - min(loads)) / span * (width - left - right)
+
+    def y(seconds: float) -> float:
+        return top + (high - math.log10(seconds)) / (high - low) * (height - top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="12"><rect width="100%" height="100%" fill="white"/>']
+    for decade in range(low, high + 1):
+        out.append(f'<line x1="{left}" y1="{y(10 ** decade):.1f}" x2="{width - right}" y2="{y(10 ** decade):.1f}" '
+                   f'stroke="#ddd"/><text x="{left - 6}" y="{y(10 ** decade) + 4:.1f}" text-anchor="end">'
+                   f'{10 ** decade:g} s</text>')
+    for load in loads:
+        out.append(f'<text x="{x(load):.1f}" y="{height - bottom + 18}" text-anchor="middle">{load:.0%}</text>')
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">load (share of the '
+               f'raw loop\'s rate in the same run)</text>')
+    for i, (system, pts) in enumerate(series.items()):
+        colour = _CURVE_COLOURS[i % len(_CURVE_COLOURS)]
+        for index, dash in ((2, ""), (1, ' stroke-dasharray="4 3"')):
+            coords = " ".join(f"{x(p[0]):.1f},{y(p[index]):.1f}" for p in pts if p[index])
+            out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{width - right + 10}" y="{top + 16 * (i + 1)}" fill="{colour}">{system}</text>')
+    out.append(f'<text x="{width - right + 10}" y="{top + 16 * (len(series) + 2)}">solid p99, dashed p50</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def _catchup_table(runs: dict[str, list[dict]]) -> list[str]:
     """Catch-up: per system its median run, the spread of records/s, and sparkmirror's ratios."""
     out = []
@@ -353,7 +425,18 @@ def write_benchmarks_md(path: Path | None = None) -> Path:
         out.append(f"\n## {workload}\n")
         # runs recorded before the version was stored ran Kafka and MM2 4.1.1
         out.append(f"Brokers and Apache MM2: Kafka {first.get('kafka', KAFKA_BEFORE_RECORDED)}.")
-        if first.get("target_rate"):
+        if first.get("load") is not None:
+            out.append(f"Latency against load: the steady workload ({first.get('value_bytes')} B over "
+                       f"{first.get('partitions')} partitions, {first.get('seconds')} s measured after "
+                       f"{first.get('warm_up_s')} s of warm-up) at shares of the raw loop's catch-up rate in the "
+                       f"same run ({first.get('raw_records_per_s', 0):,.0f} records/s). Run {first.get('date', '')}: "
+                       f"`{first.get('command', 'python -m bench.run')}`")
+            out.extend(_curve_table(rows))
+            svg = curve_svg(rows)
+            if svg:
+                (ROOT / "bench" / "latency-curve.svg").write_text(svg)
+                out.append("\n![p50 and p99 latency against load per system](bench/latency-curve.svg)")
+        elif first.get("target_rate"):
             out.append(f"Steady state: {first['target_rate']:,.0f} records/s of {first.get('value_bytes')} B over "
                        f"{first.get('partitions')} partitions, {first.get('seconds')} s measured. Run "
                        f"{first.get('date', '')}: `{first.get('command', 'python -m bench.run')}`")

@@ -14,9 +14,12 @@ local[*]) — starts it on the workload's data, measures, and stops it:
   d  steady-1kb-12p       records produced at 50% of this run's raw ceiling (a)
                           for 60 s of warm-up, then 180 s measured; end-to-end
                           latency (source timestamp to arrival on the target)
-                          p50 / p99 / max, and heartbeat latency the same way;
-                          the warm-up's own p99 / max and when latency settled
-                          under 1 s are reported beside them
+                          p50 / p99 / p99.9 / max, and heartbeat latency the same
+                          way; the warm-up's own p99 / max and when latency
+                          settled under 1 s and under 0.1 s are reported beside them
+  e  steady-curve-1kb-12p the steady workload at 10 %, 25 % and 50 % of the raw
+                          ceiling (a), 60 s warm-up and 90 s measured at each
+                          load: latency against load (--curve-loads to change)
 
 Catch-up throughput is measured from the first record on the target to the last
 (start-up reported separately); CPU is the system's whole process tree (JVMs,
@@ -356,10 +359,11 @@ def measure_catchup(system: str, wl: dict, src: str, dst: str, topic: str, work:
     return result
 
 
-def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work: Path, repeat: int = 1) -> dict:
+def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work: Path, repeat: int = 1,
+                   tag: str = "") -> dict:
     """Start the system on an empty topic, then produce at ``rate`` for the workload's seconds."""
     partitions, seconds, value_bytes = wl["partitions"], wl["seconds"], wl["value_bytes"]
-    topic = f"steady-{system}" if repeat == 1 else f"steady-{system}-r{repeat}"
+    topic = f"steady-{system}{tag}" if repeat == 1 else f"steady-{system}{tag}-r{repeat}"
     log(f"{wl['name']}: {system} at {rate:,.0f} records/s for {seconds} s")
     create_topic(src, topic, partitions)
     started = time.monotonic()
@@ -414,7 +418,8 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
     result = {
         "workload": wl["name"], "system": system,
         "records_per_s": sent["rate"], "mb_per_s": round(sent["rate"] * value_bytes / 1e6, 2),
-        "p50_latency_s": lat["p50_s"], "p99_latency_s": lat["p99_s"], "max_latency_s": lat["max_s"],
+        "p50_latency_s": lat["p50_s"], "p99_latency_s": lat["p99_s"], "p999_latency_s": lat.get("p999_s"),
+        "max_latency_s": lat["max_s"],
         "startup_s": round(startup, 2), "copy_s": sent["seconds"], "wall_s": round(time.monotonic() - started, 2),
         "cpu_s_per_gb": round((sampler.cpu_seconds - cpu_from) / gb, 1) if gb else None,
         "cpu_s": round(sampler.cpu_seconds, 1), "cpu_s_measured": round(sampler.cpu_seconds - cpu_from, 1),
@@ -425,7 +430,7 @@ def measure_steady(system: str, wl: dict, rate: float, src: str, dst: str, work:
         "heartbeats": lat.get("heartbeat_received"),
         # the unmeasured warm-up's own figures (the system's first minute under load)
         "warm_up_p99_latency_s": lat.get("warm_up_p99_s"), "warm_up_max_latency_s": lat.get("warm_up_max_s"),
-        "settled_s": lat.get("settled_s"),
+        "settled_s": lat.get("settled_s"), "settled_fast_s": lat.get("settled_fast_s"),
         # how far the load generator itself fell behind its schedule (it shares the cores)
         "generator_max_behind_s": sent.get("max_behind_s"),
     }
@@ -481,7 +486,7 @@ def _exit_on_signal(signum, _frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default="a,b,c,d", help="which of a,b,c,d (default all)")
+    ap.add_argument("--workloads", default="a,b,c,d", help="which of a,b,c,d,e (default a,b,c,d)")
     ap.add_argument("--systems", default="raw,mm2,sparkmirror",
                     help="comma-separated: raw, mm2, " + ", ".join(SPARKMIRROR_SYSTEMS))
     ap.add_argument("--extra-systems", default="sparkmirror-kafka,sparkmirror-eos",
@@ -494,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-rate", type=float, default=None,
                     help="records/s for the steady workload (default: half of this run's raw rate in workload a, "
                          "the median of its runs)")
+    ap.add_argument("--curve-loads", default=None,
+                    help="workload e's loads as shares of this run's raw rate (default 0.1,0.25,0.5)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs per system and workload (catch-up: each on freshly written data; steady: "
                          "each on a fresh topic, the systems taking turns); BENCHMARKS.md shows the median "
@@ -563,6 +570,22 @@ def main(argv: list[str] | None = None) -> int:
                             raw_rates.append(r["records_per_s"])
                     delete_topics(src, topic)
                     delete_topics(dst, topic)
+            elif wl["kind"] == "curve":
+                if not raw_rates:
+                    raise SystemExit("workload e sets its loads from this run's raw rate: run workload a first "
+                                     "(--workloads a,e) with system raw")
+                if args.steady_seconds:
+                    wl["seconds"] = args.steady_seconds
+                if args.steady_warm_up is not None:
+                    wl["warm_up"] = args.steady_warm_up
+                raw = statistics.median(raw_rates)
+                loads = [float(x) for x in args.curve_loads.split(",")] if args.curve_loads else wl["loads"]
+                for load in loads:
+                    for repeat in range(1, args.repeats + 1):
+                        for system in systems:  # the same command line at every load: no per-load tuning
+                            r = measure_steady(system, wl, raw * load, src, dst, work, repeat, tag=f"-l{int(load * 100)}")
+                            r.update({"load": load, "raw_records_per_s": round(raw, 1)})
+                            results.append(r)
             else:
                 if args.steady_seconds:
                     wl["seconds"] = args.steady_seconds
