@@ -248,7 +248,9 @@ class AuditEngine:
     def _window(self, b: PartitionBook, w: Window, now: float) -> None:
         # Read a little past the window when the target holds more than the source range: the
         # surplus is then either a replay of what follows (duplicates) or foreign.
-        reach = max(w.u_b, w.u_a + (w.d_b - w.d_a))
+        dd = w.d_b - w.d_a
+        # the source may hold markers or compacted gaps where it was replayed: read twice the reach
+        reach = w.u_b if w.u_b - w.u_a >= dd else max(w.u_b, w.u_a + 2 * dd + 10)
         remote = self.flow.remote(b.topic)
         # A replay (u_b below u_a) repeats [u_b, ...): the source is read from there, so that what this
         # window's first copies and the copies after d_b share is counted whole

@@ -15,6 +15,11 @@ record and the next one written in the other order), ``twice`` ((partition, offs
 n): those n records written again right after the n-th), ``delete_source``
 ((partition, a, b): after copying up to a, ``deleteRecords`` up to b on the source,
 so [a, b) is never copied).
+
+``transactional_id``: the target is written in transactions of ``transaction`` records, as
+an exactly-once replicator writes it (a commit marker after each); every ``abort_every``-th
+transaction is first written and aborted, then written again and committed (an aborted
+retry), so the mirror holds markers and aborted records that read_committed never shows.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ class _SyncState:
 class FaultyCopier:
     def __init__(self, source: str, target: str, topic: str, remote: str, partitions: int, syncs_topic: str, *,
                  offset_lag_max: int = 100, drop=(), value=(), header=(), swap=(), twice=(),
-                 delete_source=None) -> None:
+                 delete_source=None, transactional_id: str | None = None, transaction: int = 200,
+                 abort_every: int = 0) -> None:
         self.source, self.target = source, target
         self.topic, self.remote, self.partitions, self.syncs_topic = topic, remote, partitions, syncs_topic
         self.lag_max = offset_lag_max
@@ -57,7 +63,15 @@ class FaultyCopier:
         self.positions = [0] * partitions
         self.states = [_SyncState() for _ in range(partitions)]
         self.written: dict[tuple[int, int], list[int]] = {}  # (partition, source offset) -> target offsets
-        self._producer = Producer({"bootstrap.servers": target, "linger.ms": 5, "enable.idempotence": True})
+        conf = {"bootstrap.servers": target, "linger.ms": 5, "enable.idempotence": True}
+        if transactional_id:
+            conf["transactional.id"] = transactional_id
+        self._producer = Producer(conf)
+        self.transaction, self.abort_every = transaction, abort_every
+        self.transactions = 0
+        if transactional_id:
+            self._producer.init_transactions(30)
+        self._transactional = bool(transactional_id)
         self._syncs = Producer({"bootstrap.servers": source, "linger.ms": 5})
 
     def close(self) -> None:
@@ -153,10 +167,26 @@ class FaultyCopier:
                     landed[i] = msg.offset()
             return cb
 
-        for i, (_o, key, value, headers, ts) in enumerate(seq):
-            self._producer.produce(self.remote, value, key=key, partition=partition, headers=headers or None,
-                                   timestamp=ts, on_delivery=delivered(i))
-            self._producer.poll(0)
+        def send(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                _o, key, value, headers, ts = seq[i]
+                self._producer.produce(self.remote, value, key=key, partition=partition, headers=headers or None,
+                                       timestamp=ts, on_delivery=delivered(i))
+                self._producer.poll(0)
+
+        if not self._transactional:
+            send(0, len(seq))
+        for lo in range(0, len(seq), self.transaction) if self._transactional else ():
+            hi = min(len(seq), lo + self.transaction)
+            self.transactions += 1
+            if self.abort_every and self.transactions % self.abort_every == 0:
+                self._producer.begin_transaction()
+                send(lo, hi)
+                self._producer.flush(60)  # on the log, then aborted: an aborted retry
+                self._producer.abort_transaction(30)
+            self._producer.begin_transaction()
+            send(lo, hi)
+            self._producer.commit_transaction(60)
         self._producer.flush(60)
         if any(d is None for d in landed):
             raise RuntimeError(f"{self.remote}[{partition}]: not every record was acknowledged")
