@@ -234,7 +234,8 @@ class AuditEngine:
             while b.pending:
                 chain = [b.pending[0]]
                 for w in b.pending[1:]:
-                    if not w.follows(chain[-1]) or w.d_b - chain[0].d_a > MAX_WINDOW:
+                    if (not w.follows(chain[-1]) or w.d_b - chain[0].d_a > MAX_WINDOW
+                            or _replay(w) or _replay(chain[-1])):
                         break
                     chain.append(w)
                 last = chain[-1]
@@ -259,7 +260,14 @@ class AuditEngine:
         s = self.readers.source.read(b.topic, b.partition, lo, reach)
         self.budgets["target"].spend(t.cost)
         self.budgets["source"].spend(s.cost)
-        outcome = reconcile(s.records, t.records, compacted=self.compacted.get(b.topic, False), aligned=True)
+        compacted = self.compacted.get(b.topic, False)
+        records = s.records
+        if compacted:
+            # by key, a newest value read past what the target range holds would look missing: compare
+            # only the source offsets this window's target records can stand for
+            upto = w.u_b if w.u_b - w.u_a >= dd else w.u_a + dd
+            records = [r for r in s.records if w.u_a <= r.offset < upto]
+        outcome = reconcile(records, t.records, compacted=compacted, aligned=True)
         # source records past u_b were read only to explain a surplus: one still missing belongs to the next
         # window, and a target record paired with one as "different" is simply not from the source
         diffs = []
@@ -373,3 +381,10 @@ def _ranges_of_duplicates(diffs: list[Difference]) -> list[tuple[Difference, int
                 continue
         out.append((d, 1))
     return out
+
+
+def _replay(w: Window) -> bool:
+    """The replicator went back further than one record (a restart): read alone, as a replay, since
+    merged with its neighbours the repeated records would lie before the merged window's source range
+    (one record back is the middle of two records written in the other order)."""
+    return w.u_b < w.u_a - 1
