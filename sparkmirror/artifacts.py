@@ -13,6 +13,7 @@ dev tooling.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -152,9 +153,23 @@ def _complete_marker(jar_set: JarSet) -> Path:
 
 
 def ensure(jar_set: JarSet) -> JarSet:
-    """Fetch ``jar_set`` into the cache unless it is already complete there."""
+    """Fetch ``jar_set`` into the cache unless it is already complete there.
+
+    One fetch per set at a time, across threads and processes (two clusters of one version
+    starting together): the second waits for the first and then finds the set complete, where
+    it would otherwise have replaced the folder under the first one's running JVM."""
     if _complete_marker(jar_set).exists():
         return jar_set
+    lock_path = jar_set.directory.with_name(f".{jar_set.name}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete_marker(jar_set).exists():
+            return jar_set
+        return _fetch(jar_set)
+
+
+def _fetch(jar_set: JarSet) -> JarSet:
     mvn = shutil.which("mvn")
     if not mvn:
         raise SparkmirrorError(
