@@ -278,6 +278,30 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             measure=sel(m.REPLICATOR_UP),
         ),
         AlertRule(
+            "SparkmirrorFlowPaused",
+            f"{sel(m.REPLICATOR_FLOW_PAUSED)} == 1",
+            None, "info",
+            "Flow {{ $labels.flow }} is paused on purpose",
+            "Flow {{ $labels.flow }} was paused through the replicator's control API (sparkmirror ctl pause) "
+            "and copies nothing until it is resumed. Its heartbeat, lag, budget and checkpoint alerts are "
+            "inhibited while it is paused (alertmanager.yml); SparkmirrorFlowPausedTooLong says when the "
+            "pause has lasted long enough to be a forgotten one.",
+            measure=sel(m.REPLICATOR_FLOW_PAUSED),
+        ),
+        AlertRule(
+            "SparkmirrorFlowPausedTooLong",
+            f"time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)} > {t.flow_paused_warn_seconds} "
+            f"and on(flow) {sel(m.REPLICATOR_FLOW_PAUSED)} == 1",
+            None, "warning",
+            "Flow {{ $labels.flow }} has been paused for {{ $value | humanizeDuration }}",
+            "Flow {{ $labels.flow }} was paused through the replicator's control API more than "
+            f"{t.flow_paused_warn_seconds // 3600}h ago and is still paused: it copies nothing, so the "
+            "disaster-recovery copy lacks every record the source took since, and its other alerts are "
+            "inhibited. If the pause is forgotten: sparkmirror ctl resume.",
+            # seconds paused; 0 for a running flow (its pause time is absent while it runs)
+            measure=f"(time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)}) or on(flow) (0 * {sel(m.REPLICATOR_FLOW_PAUSED)})",
+        ),
+        AlertRule(
             "SparkmirrorMonitorDown",
             f"{up} == 0 or absent({up}) or ({stuck})",
             t.monitor_down_for, "critical",

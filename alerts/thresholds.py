@@ -49,6 +49,10 @@ class Thresholds:
     rpo_steady_burn: float = 1.0
     rpo_slow_burn_for: str = "15m"
 
+    #: A flow paused on purpose (``sparkmirror ctl pause``) raises an info alert that inhibits its
+    #: flow alerts (alertmanager.yml); paused longer than this, a warning says it may be forgotten.
+    flow_paused_warn_seconds: int = 4 * 3600
+
     #: The fixed lag alerts below apply only to flows without an objective.
     #: Age of the oldest source record not yet on the target: the recovery point if the
     #: source were lost now. Five minutes is the usual DR objective to start with.

@@ -48,8 +48,9 @@ def build(overview_uid: str, config: Config = DEFAULT) -> "g.Dashboard":
         legend_calcs=["lastNotNull", "max"]), w=12, h=10)
     grid.add(ui.timeseries(
         "Lag percentiles", q.rpo_lag_percentiles(),
-        "p50 and p99 of the flow's lag in seconds over the last 5 minutes and hour, from the monitor's "
-        "samples.", unit=ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=12, h=8)
+        "p50 and p99 of the flow's lag in seconds over the last 5 minutes and hour, from the histogram "
+        "each evaluation of the monitor feeds (sparkmirror_flow_lag_observed_seconds; evaluations with "
+        "unknown lag are left out of it and burn the budget instead).", unit=ui.SECONDS, legend_calcs=["lastNotNull", "max"]), w=12, h=8)
     grid.add(ui.timeseries(
         "Periods that burned the budget", q.rpo_bad_periods(),
         "Share of bad samples (lag above the objective or unknown) over the last 5 minutes and hour: the "

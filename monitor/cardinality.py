@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sparkmirror import metrics as m
 from monitor.readiness import GroupFailover
+from monitor.rpo import RpoTracker
 from monitor.evaluator.results import (ClusterResult, Evaluation, FlowResult, GroupPartitionResult, GroupResult,
                                        HeartbeatResult, PartitionResult, TopicResult)
 from monitor.exporters.samples import samples
@@ -56,13 +57,16 @@ def synthetic_evaluation(partitions: int = PARTITIONS, topics: int = TOPICS, gro
                       catchup_state="catching-up", copy_rate=float(partitions), source_rate=partitions / 2,
                       catchup_eta_seconds=20.0)
     clusters = [ClusterResult(a, True, None, 0.0, 0) for a in ("src", "dst")]
-    return Evaluation(0.0, 0.0, "OK", [flow], clusters, {}, "partition", series=series)
+    ev = Evaluation(0.0, 0.0, "OK", [flow], clusters, {}, "partition", series=series)
+    RpoTracker().annotate(ev)  # as the monitor does at every evaluation
+    return ev
 
 
 def series_count(ev: Evaluation) -> int:
-    """Series the Prometheus exporter serves for ``ev``: every sample, and per flow the latency
-    histogram's buckets (+Inf included), _sum and _count."""
+    """Series the Prometheus exporter serves for ``ev``: every sample, and per flow the heartbeat
+    latency and the lag histograms' buckets (+Inf included), _sum and _count."""
     histogram = len(ev.flows) * (len(m.LATENCY_BUCKETS) + 1 + 2)
+    histogram += sum(1 for h in (ev.extra.get("lag_histograms") or {}).values() if h) * (len(m.LAG_BUCKETS) + 1 + 2)
     return sum(1 for _ in samples(ev)) + histogram
 
 

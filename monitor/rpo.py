@@ -21,10 +21,12 @@ last hour) and two sums.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from sparkmirror.metrics import LAG_BUCKETS
 from sparkmirror.objectives import DEFAULT, Objective, Objectives
 
 SAMPLES_KEPT = 4096
@@ -39,6 +41,9 @@ class _FlowTrack:
     last: tuple[float, bool] | None = None  # (at, good) of the previous evaluation
     good_seconds: float = 0.0
     bad_seconds: float = 0.0
+    # every known lag sample since the monitor started, per LAG_BUCKETS bound (+Inf last)
+    lag_buckets: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    lag_sum: float = 0.0
 
 
 def _good(objective: Objective | None, lag_seconds: float | None, unknown: int) -> bool:
@@ -80,10 +85,33 @@ class RpoTracker:
                     track.bad_seconds += elapsed
             track.last = (at, good)
             track.samples.append((at, known))
+            if known is not None:
+                track.lag_buckets[bisect.bisect_left(LAG_BUCKETS, known)] += 1
+                track.lag_sum += known
             while track.samples and track.samples[0][0] < at - WINDOWS[-1][1]:
                 track.samples.popleft()
         for gone in set(self._flows) - names:
             del self._flows[gone]
+
+    def annotate(self, evaluation) -> None:
+        """Record ``evaluation`` and attach what the exporters serve from it: each flow's ``rpo``
+        document (/api/status) and lag histogram (/metrics)."""
+        self.record(evaluation)
+        at = evaluation.generated_at
+        evaluation.extra["rpo"] = {f.name: self.document(f.name, at) for f in evaluation.flows}
+        evaluation.extra["lag_histograms"] = {f.name: self.histogram(f.name) for f in evaluation.flows}
+
+    def histogram(self, flow: str) -> tuple[list[tuple[str, float]], float] | None:
+        """Cumulative (le, count) buckets incl. +Inf, and the sum, of the flow's known lag samples
+        (sparkmirror_flow_lag_observed_seconds); None for a flow never recorded."""
+        track = self._flows.get(flow)
+        if track is None:
+            return None
+        out, total = [], 0
+        for bound, count in zip([*LAG_BUCKETS, math.inf], track.lag_buckets):
+            total += count
+            out.append(("+Inf" if bound == math.inf else repr(float(bound)), float(total)))
+        return out, track.lag_sum
 
     def document(self, flow: str, now: float) -> dict | None:
         """The ``rpo`` object of a flow in /api/status; None for a flow never recorded."""

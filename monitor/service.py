@@ -254,8 +254,7 @@ class MonitorService:
         """The evaluation becomes the current one, in the history and the objectives' budgets."""
         self._evaluation = ev
         self.history.record(ev)
-        self.rpo.record(ev)
-        ev.extra["rpo"] = {f.name: self.rpo.document(f.name, ev.generated_at) for f in ev.flows}
+        self.rpo.annotate(ev)
 
     async def evaluate_async(self) -> Evaluation:
         """One evaluation in steps, letting the event loop run in between; concurrent callers share it."""

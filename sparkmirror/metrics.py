@@ -138,6 +138,14 @@ HEARTBEAT_LATENCY = _m(
     "Time from a heartbeat's timestamp (written on the source) to its append on the target "
     "(LogAppendTime, else the moment the monitor, tailing the topic, received it).",
     buckets=LATENCY_BUCKETS)
+#: Lag seconds up to an hour: the objectives' 30 s and the fixed alerts' thresholds fall on a bound.
+LAG_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
+FLOW_LAG_OBSERVED = _m(
+    "flow_lag_observed_seconds", "histogram", "seconds", F,
+    "Each evaluation's flow lag in seconds, where it was known on every partition (an evaluation with "
+    "unknown lag is not observed: the recovery-point SLI counts it as bad). "
+    "histogram_quantile over rate(..._bucket[1h]) gives a flow's lag percentiles, across monitors too.",
+    buckets=LAG_BUCKETS)
 FLOW_INFO = _m(
     "flow_info", "gauge", "", ("flow", "source", "target"),
     "Always 1; the flow's source and target cluster aliases. Alert rules join it to give flow alerts "

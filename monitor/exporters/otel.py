@@ -79,6 +79,8 @@ class OtelExporter:
         self._latency = None
         for spec in served_specs("partition"):
             kwargs = {"unit": spec.otel_unit, "description": spec.help}
+            if spec is m.FLOW_LAG_OBSERVED:
+                continue  # Prometheus only: an OTel backend takes percentiles of the flow lag gauge itself
             if spec is m.HEARTBEAT_LATENCY:
                 self._latency = meter.create_histogram(spec.base_name, explicit_bucket_boundaries_advisory=list(
                     spec.buckets or ()), **kwargs)

@@ -142,16 +142,13 @@ def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | 
                      if not (only_not_ok and p.status == "OK")}
             for key in [key for key in kept if key not in shown]:
                 del kept[key]
-    hist = m.HEARTBEAT_LATENCY
-    if hist.name in lines:
-        out = lines[hist.name]
+    if m.HEARTBEAT_LATENCY.name in lines:
         for flow in ev.flows:
-            buckets, total = histogram(flow)
-            base = _escape(flow.name)
-            for le, count in buckets:
-                out.append(f'{hist.name}_bucket{{flow="{base}",le="{le}"}} {floatToGoString(count)}\n')
-            out.append(f'{hist.name}_count{{flow="{base}"}} {floatToGoString(buckets[-1][1])}\n')
-            out.append(f'{hist.name}_sum{{flow="{base}"}} {floatToGoString(total)}\n')
+            _histogram_lines(lines[m.HEARTBEAT_LATENCY.name], m.HEARTBEAT_LATENCY.name, flow.name, *histogram(flow))
+    if m.FLOW_LAG_OBSERVED.name in lines:  # fed by every evaluation (monitor.rpo)
+        for flow_name, lag in sorted((ev.extra.get("lag_histograms") or {}).items()):
+            if lag is not None:
+                _histogram_lines(lines[m.FLOW_LAG_OBSERVED.name], m.FLOW_LAG_OBSERVED.name, flow_name, *lag)
     text = []
     for spec in specs:
         name = layout[spec.name][0]
@@ -159,6 +156,14 @@ def exposition_steps(ev: Evaluation, version: str = "", partition_lines: dict | 
         text.append(f"# HELP {name} {help_text}\n# TYPE {name} {spec.kind}\n")
         text.extend(lines[spec.name])
     return "".join(text).encode()
+
+
+def _histogram_lines(out: list[str], name: str, flow: str, buckets: list[tuple[str, float]], total: float) -> None:
+    base = _escape(flow)
+    for le, count in buckets:
+        out.append(f'{name}_bucket{{flow="{base}",le="{le}"}} {floatToGoString(count)}\n')
+    out.append(f'{name}_count{{flow="{base}"}} {floatToGoString(buckets[-1][1])}\n')
+    out.append(f'{name}_sum{{flow="{base}"}} {floatToGoString(total)}\n')
 
 
 def _layout(spec: m.MetricSpec) -> tuple[str, list[int]]:

@@ -48,6 +48,8 @@ REQUIRED = {
     "retention may delete unreplicated records soon": "SparkmirrorRetentionHeadroomLow",
     "recovery-point error budget burning fast": "SparkmirrorRPOBudgetBurn",
     "recovery-point error budget burning slowly": "SparkmirrorRPOBudgetBurnSlow",
+    "a flow paused on purpose (inhibits its flow alerts)": "SparkmirrorFlowPaused",
+    "a flow paused for long": "SparkmirrorFlowPausedTooLong",
 }
 
 

@@ -55,18 +55,25 @@ def prometheus_samples(ev) -> dict:
 
 
 def test_prometheus_exposes_the_defined_metrics_with_their_values():
+    from monitor.rpo import RpoTracker
+
     ev, _ = evaluation()
+    RpoTracker().annotate(ev)  # as the monitor does: the lag histogram is fed by every evaluation
     s = prometheus_samples(ev)
     names = {name for name, _ in s}
     served = served_specs("partition")
     for spec in served:
         assert (spec.name + "_bucket" if spec.kind == "histogram" else spec.name) in names, spec.name
-    served_names = {s.name for s in served} | {metrics.HEARTBEAT_LATENCY.name + x for x in ("_bucket", "_count", "_sum")}
+    served_names = {s.name for s in served} | {h.name + x for x in ("_bucket", "_count", "_sum")
+                                               for h in (metrics.HEARTBEAT_LATENCY, metrics.FLOW_LAG_OBSERVED)}
     assert {n[:-len("_total")] + "_total" if n.endswith("_total") else n for n in names} <= served_names
     assert s[("sparkmirror_partition_lag_records", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 7
     assert s[("sparkmirror_partition_lag_seconds", (("flow", FLOW), ("partition", "0"), ("topic", "orders")))] == 42
     assert s[("sparkmirror_topic_lag_records", (("flow", FLOW), ("topic", "orders")))] == 7
     assert s[("sparkmirror_flow_lag_seconds", (("flow", FLOW),))] == 42
+    lag = "sparkmirror_flow_lag_observed_seconds"  # the one evaluation's 42 s: above 30, at most 60
+    assert (s[(lag + "_bucket", (("flow", FLOW), ("le", "30.0")))], s[(lag + "_bucket", (("flow", FLOW), ("le", "60.0")))],
+            s[(lag + "_count", (("flow", FLOW),))], s[(lag + "_sum", (("flow", FLOW),))]) == (0, 1, 1, 42)
     # 7 records behind and nothing copied in the window: not catching up (+Inf), caught up where no lag
     assert s[("sparkmirror_flow_catchup_eta_seconds", (("flow", FLOW),))] == float("inf")
     assert s[("sparkmirror_flow_catchup_records_per_second", (("flow", FLOW),))] == 0
@@ -315,6 +322,14 @@ def _expected_families(ev, version: str) -> list[tuple[str, str, str, dict]]:
             values[hist.name][(hist.name + "_bucket", frozenset({("flow", flow.name), ("le", le)}))] = count
         values[hist.name][(hist.name + "_count", frozenset({("flow", flow.name)}))] = buckets[-1][1]
         values[hist.name][(hist.name + "_sum", frozenset({("flow", flow.name)}))] = total
+    lag = metrics.FLOW_LAG_OBSERVED  # the monitor's RpoTracker keeps it; the evaluation carries it
+    for flow, observed in (ev.extra.get("lag_histograms") or {}).items():
+        if observed:
+            buckets, total = observed
+            for le, count in buckets:
+                values[lag.name][(lag.name + "_bucket", frozenset({("flow", flow), ("le", le)}))] = count
+            values[lag.name][(lag.name + "_count", frozenset({("flow", flow)}))] = buckets[-1][1]
+            values[lag.name][(lag.name + "_sum", frozenset({("flow", flow)}))] = total
     return [(spec.base_name if spec.kind == "counter" else spec.name, spec.kind, spec.help, values[spec.name])
             for spec in served_specs(ev.granularity)]
 
