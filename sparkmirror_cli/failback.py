@@ -141,7 +141,8 @@ def build_plans(config, forward, reverse, group: str) -> tuple[list, dict]:
         if upstream is not None:
             plan = fb.plan_mirror(topic, p, c, upstream, pairs.get((upstream, p), []),
                                   pre_failover=primary_commits.get((upstream, p)),
-                                  one_to_one_windows=not forward.exactly_once)
+                                  one_to_one_windows=fb.trusts_sync_windows(exactly_once=forward.exactly_once,
+                                                                            identity=identity))
             if not syncs_present:
                 plan.refuse(f"{where} does not exist: nothing to map {topic} back with (a re-created primary?)")
             newest = pairs[(upstream, p)][-1] if pairs.get((upstream, p)) else None

@@ -88,6 +88,16 @@ class NotCovered:
     oldest: tuple[int, int] | None  # the oldest surviving sync, None when there is none
 
 
+def trusts_sync_windows(*, exactly_once: bool, identity: bool) -> bool:
+    """Whether two syncs whose offset distances agree prove a one-to-one copy between them.
+
+    Not on exactly-once flows (transaction markers on the target shift the distances), and not
+    under IdentityReplicationPolicy: the DR side's own producers write into the mirror topic too,
+    so records produced there can balance source offsets that held no record (markers, aborted
+    records) and make a window look one-to-one that is not; mapping inside it could skip."""
+    return not exactly_once and not identity
+
+
 def map_back(pairs: Sequence[tuple[int, int]], c: int, *, one_to_one_windows: bool) -> Mapped | NotCovered:
     """Committed offset ``c`` on the mirror partition, mapped to the source (the module docstring)."""
     i = bisect_right([d for _u, d in pairs], c) - 1

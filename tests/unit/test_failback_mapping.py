@@ -126,3 +126,17 @@ def test_records_on_the_dr_side_only_are_counted_and_named():
                             one_to_one_windows=True)
     fb.mark_dr_tail(mirror, 119, 140)
     assert (mirror.dr_only, mirror.dr_only_range, mirror.primary_offset) == (20, (120, 139), 120)
+
+
+def test_under_identity_a_window_that_only_looks_one_to_one_maps_to_its_earlier_bound():
+    # primary: records at 100, 101, 102, transaction markers at 103 and 104, a record at 105. Under
+    # Identity two records produced on dr landed after the copy of 100: the mirror holds
+    # 100 A100, 101 D1, 102 D2, 103 A101, 104 A102, 105 A105, and MM2 synced only (100,100) and
+    # (105,105). A group committed at 103 on dr has not read A101 yet.
+    pairs = [(100, 100), (105, 105)]
+    plain = fb.trusts_sync_windows(exactly_once=False, identity=False)
+    identity = fb.trusts_sync_windows(exactly_once=False, identity=True)
+    assert (plain, identity, fb.trusts_sync_windows(exactly_once=True, identity=False)) == (True, False, False)
+    assert fb.map_back(pairs, 103, one_to_one_windows=plain).offset == 103  # exact where the copy is 1:1
+    mapped = fb.map_back(pairs, 103, one_to_one_windows=identity)
+    assert (mapped.offset, mapped.basis) == (101, fb.EARLIER_BOUND)  # A101 is read again, not skipped
