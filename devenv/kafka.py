@@ -11,6 +11,7 @@ sized so that two clusters and Spark fit on a 2-core / 24 GiB machine.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import logging
 import os
 import signal
@@ -255,13 +256,11 @@ class KafkaCluster:
         offset commit does not retry. One probe group per partition (Kafka places a group by
         its name's Java hashCode)."""
         partitions = int(self.server_properties().get("offsets.topic.num.partitions", "50"))
-        probes = _probe_groups(partitions)
-        for future in admin.describe_consumer_groups(probes, request_timeout=5).values():
-            try:
-                future.result(10)
-            except Exception:  # loading, or the coordinator not elected yet
-                return False
-        return True
+        futures = admin.describe_consumer_groups(_probe_groups(partitions), request_timeout=5)
+        # every request is waited for, answered or timed out: a client dropped with requests
+        # outstanding to a broker that has since stopped blocks in its destructor
+        concurrent.futures.wait(list(futures.values()), timeout=30)
+        return all(f.done() and f.exception() is None for f in futures.values())
 
     def is_running(self) -> bool:
         pid = self.pid or self._pid_from_file()
