@@ -2,8 +2,8 @@
 
 A harness test of the stack, not of the monitor: a small prometheus_client
 exporter started here serves every metric of ``sparkmirror.metrics`` for a healthy
-flow and for a broken one (every alert condition true), in place of the real
-monitor. Against it, a real Prometheus (1 s scrape and evaluation) proves that
+flow, a broken one (every alert condition true), a slow one and one paused on
+purpose five hours ago, in place of the real monitor and replicator. Against it, a real Prometheus (1 s scrape and evaluation) proves that
 
 - every PromQL expression of every dashboard panel parses and returns data, and
   every template variable lists values;
@@ -51,6 +51,8 @@ from tests.support.prometheus import AlertmanagerServer, PrometheusServer, Webho
 from tests.support.waiting import wait_until
 
 HEALTHY, BROKEN = "primary->dr", "broken->dr"
+#: A healthy flow paused on purpose five hours ago (sparkmirror ctl pause): it raises the pause alerts.
+PAUSED = "paused->dr"
 #: A flow whose replicator runs (heartbeats arrive) but falls behind its objective when a test says so.
 SLOW = "slow->dr"
 PAGE = "SparkmirrorHeartbeatsStopped"
@@ -88,13 +90,14 @@ class FakeMonitor:
     """
 
     LABELS = {
-        "flow": (HEALTHY, BROKEN, SLOW), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
+        "flow": (HEALTHY, BROKEN, SLOW, PAUSED), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
         "source": ("primary", "broken"), "target": ("dr",), "reason": m.FAILOVER_REASONS,
     }
     #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
-    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr"), SLOW: ("primary", "dr")}
+    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr"), SLOW: ("primary", "dr"),
+                PAUSED: ("primary", "dr")}
 
     def __init__(self) -> None:
         self.started = time.time()
@@ -180,6 +183,8 @@ class FakeMonitor:
             m.PARTITION_CATCHUP_ETA: float("inf") if broken else 5.0,
             m.FLOW_CATCHUP_RATE: -100.0 if broken else 2.0,
             m.PARTITION_CATCHUP_RATE: -100.0 if broken else 2.0,
+            m.REPLICATOR_FLOW_PAUSED: float(labels.get("flow") == PAUSED),
+            m.REPLICATOR_FLOW_PAUSED_SINCE: now - 5 * 3600 if labels.get("flow") == PAUSED else now,
         }
         if spec in table:
             return table[spec]
@@ -253,7 +258,8 @@ def test_every_dashboard_expression_parses_and_returns_data(stack):
     assert not empty, "dashboard expressions without data:\n" + "\n".join(empty)
     health = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(
         queries.instantiate(queries.flow_status_code().expr))}
-    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"], SLOW: m.STATUS_CODES["OK"]}
+    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"], SLOW: m.STATUS_CODES["OK"],
+                      PAUSED: m.STATUS_CODES["OK"]}
 
 
 def test_every_template_variable_lists_values(stack):
@@ -262,7 +268,7 @@ def test_every_template_variable_lists_values(stack):
         selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
         values = stack.prometheus.label_values(label, queries.instantiate(selector))
         assert values, f"variable {name}: {query} lists nothing"
-    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN, SLOW])
+    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN, SLOW, PAUSED])
 
 
 def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
@@ -294,7 +300,10 @@ def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
             continue
         assert rule["state"] in ("pending", "firing"), f"{name} is {rule['state']} with its condition induced"
         flows = {a["labels"].get("flow") for a in rule["alerts"]}
-        assert not {HEALTHY, SLOW} & flows, f"{name} is active for a healthy flow"
+        if name.startswith("SparkmirrorFlowPaused"):
+            assert flows == {PAUSED}, f"{name} is active for {flows}"
+        else:
+            assert not {HEALTHY, SLOW, PAUSED} & flows, f"{name} is active for a healthy flow"
 
 
 def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_apart(stack):
@@ -308,9 +317,9 @@ def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_ap
     assert all(r["health"] == "ok" for r in recorded), [(r["name"], r.get("lastError")) for r in recorded]
     for name in sorted(names):
         result = stack.prometheus.wait_for_data(name, timeout=15)
-        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN, SLOW}, f"{name}: {result}"
+        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN, SLOW, PAUSED}, f"{name}: {result}"
     good = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.GOOD)}
-    assert good == {HEALTHY: 1.0, BROKEN: 0.0, SLOW: 1.0}
+    assert good == {HEALTHY: 1.0, BROKEN: 0.0, SLOW: 1.0, PAUSED: 1.0}
 
     def budget() -> dict:
         return {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.BUDGET_REMAINING)}
