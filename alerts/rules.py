@@ -91,6 +91,9 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         s, w = sel(spec), t.data_lost_window
         return f"increase({s}[{w}]) > 0 or ({s} > 0 unless {s} offset {w})"
 
+    # seconds a flow has been paused; 0 for a running one (its pause time is absent while it runs)
+    paused_for = (f"(time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)}) "
+                  f"or on(flow) (0 * {sel(m.REPLICATOR_FLOW_PAUSED)})")
     up = f'up{{job="{config.monitor_job}"}}'
     # the fixed lag alerts are the fallback for flows without a recovery-point objective
     without_objective = f" unless on(flow) {slo.OBJECTIVE}"
@@ -290,16 +293,14 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         ),
         AlertRule(
             "SparkmirrorFlowPausedTooLong",
-            f"time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)} > {t.flow_paused_warn_seconds} "
-            f"and on(flow) {sel(m.REPLICATOR_FLOW_PAUSED)} == 1",
+            f"({paused_for}) > {t.flow_paused_warn_seconds} and on(flow) {sel(m.REPLICATOR_FLOW_PAUSED)} == 1",
             None, "warning",
             "Flow {{ $labels.flow }} has been paused for {{ $value | humanizeDuration }}",
             "Flow {{ $labels.flow }} was paused through the replicator's control API more than "
             f"{t.flow_paused_warn_seconds // 3600}h ago and is still paused: it copies nothing, so the "
             "disaster-recovery copy lacks every record the source took since, and its other alerts are "
             "inhibited. If the pause is forgotten: sparkmirror ctl resume.",
-            # seconds paused; 0 for a running flow (its pause time is absent while it runs)
-            measure=f"(time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)}) or on(flow) (0 * {sel(m.REPLICATOR_FLOW_PAUSED)})",
+            measure=paused_for,
         ),
         AlertRule(
             "SparkmirrorMonitorDown",
