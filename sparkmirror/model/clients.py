@@ -30,7 +30,6 @@ them.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 
 from sparkmirror.errors import ConfigError, ConfigErrors
 from sparkmirror.model.jaas import JaasLogin, parse_jaas
+from sparkmirror.model.saslbuild import GSSAPI_HINT, unsupported_by_library
 
 log = logging.getLogger(__name__)
 
@@ -331,9 +331,9 @@ def _translate_sasl(java: Mapping[str, str], out: dict, errors: ClientErrors) ->
             errors.add("sasl.jaas.config", f"`sasl.jaas.config` uses {login.module} but sasl.mechanism is {mechanism}",
                        hint=hint)
             return handled
-    missing = _unsupported_by_library(mechanism)
+    missing = unsupported_by_library(mechanism)
     if missing:
-        errors.add("sasl.mechanism", missing, hint=_GSSAPI_HINT if mechanism == "GSSAPI" else None)
+        errors.add("sasl.mechanism", missing, hint=GSSAPI_HINT if mechanism == "GSSAPI" else None)
         return handled
     if mechanism == "GSSAPI":
         _gssapi(login, out, errors)
@@ -350,43 +350,6 @@ def _translate_sasl(java: Mapping[str, str], out: dict, errors: ClientErrors) ->
             else:
                 out[target] = login.options[option]
     return handled
-
-
-_GSSAPI_HINT = ("the confluent-kafka wheel from PyPI has no Kerberos: install confluent-kafka built from source "
-                "against a librdkafka with libsasl2 (see docs/security.md, Kerberos)")
-
-
-@functools.cache
-def library_sasl_error(mechanism: str) -> str | None:
-    """The installed librdkafka's own refusal of SASL ``mechanism``, or None if it has it.
-
-    librdkafka checks the mechanism against its build when a client is created, before any
-    connection, so creating one idle producer asks it without a network. The PyPI wheel of
-    confluent-kafka is built without libsasl2: GSSAPI validates as a setting and then fails at
-    the first client, which is why start-up and ``validate`` ask the library first."""
-    import confluent_kafka
-
-    conf = {"security.protocol": "sasl_plaintext", "sasl.mechanism": mechanism, "log_level": 0}
-    if mechanism.startswith(("PLAIN", "SCRAM")):
-        conf.update({"sasl.username": "probe", "sasl.password": "probe"})  # required, never sent
-    try:
-        confluent_kafka.Producer(conf)
-    except confluent_kafka.KafkaException as exc:
-        text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
-        return text.removeprefix("Failed to create producer: ")
-    return None
-
-
-def _unsupported_by_library(mechanism: str) -> str | None:
-    refusal = library_sasl_error(mechanism)
-    if refusal is None:
-        return None
-    import confluent_kafka
-
-    wheel = confluent_kafka.version()
-    wheel = wheel[0] if isinstance(wheel, tuple) else wheel
-    return (f"`sasl.mechanism` {mechanism}: the installed confluent-kafka {wheel} "
-            f"(librdkafka {confluent_kafka.libversion()[0]}) cannot use it: {refusal}")
 
 
 def _gssapi(login: JaasLogin | None, out: dict, errors: ClientErrors) -> None:

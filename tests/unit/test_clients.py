@@ -96,9 +96,9 @@ def test_missing_mechanism_with_plain_module_explains_the_gssapi_default():
 @pytest.fixture
 def gssapi_build(monkeypatch):
     """A librdkafka built with libsasl2: the translation itself, whatever the installed wheel has."""
-    from sparkmirror.model import clients
+    from sparkmirror.model import saslbuild
 
-    monkeypatch.setattr(clients, "library_sasl_error", lambda mechanism: None)
+    monkeypatch.setattr(saslbuild, "library_sasl_error", lambda mechanism: None)
 
 
 def test_gssapi_without_keytab_is_refused_naming_cluster_and_key(gssapi_build):

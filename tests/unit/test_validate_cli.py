@@ -178,7 +178,7 @@ def test_json_says_what_each_key_of_a_flow_does_where_it_was_set_and_its_default
 
 def test_a_kerberos_config_is_refused_at_the_mechanism_line_when_the_client_library_has_no_gssapi(
         capsys, tmp_path):
-    from sparkmirror.model.clients import library_sasl_error
+    from sparkmirror.model.saslbuild import library_sasl_error
 
     path = tmp_path / "kerberos.properties"
     path.write_text("clusters = primary, dr\n"
@@ -203,6 +203,6 @@ def test_a_kerberos_config_is_refused_at_the_mechanism_line_when_the_client_libr
 
 
 def test_the_library_probe_accepts_what_the_pypi_wheel_has():
-    from sparkmirror.model.clients import library_sasl_error
+    from sparkmirror.model.saslbuild import library_sasl_error
 
     assert [m for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER") if library_sasl_error(m)] == []
