@@ -22,6 +22,7 @@ import sys
 import uuid
 
 from sparkmirror.errors import ClusterError
+from sparkmirror_cli.translate import table as _table
 
 EXIT_NOTHING = 1
 EXIT_GROUP_ACTIVE = 3
@@ -210,11 +211,6 @@ def _check_primary(config, forward, plans, pairs) -> None:
     finally:
         on_primary.close()
         on_dr.close()
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
 def _span(ms: int | None) -> str:
