@@ -11,12 +11,13 @@ sized so that two clusters and Spark fit on a 2-core / 24 GiB machine.
 from __future__ import annotations
 
 import base64
-import concurrent.futures
+import json
 import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -243,24 +244,29 @@ class KafkaCluster:
             if _port_open(self.port):
                 try:
                     md = admin.list_topics(timeout=2)
-                    if md.brokers and self._groups_ready(admin):
+                    if md.brokers and self._groups_ready():
                         return
                 except Exception as exc:  # not ready yet
                     last = exc
             time.sleep(0.2)
         raise ClusterError(f"Kafka did not answer metadata within {timeout:.0f}s ({last})", cluster=self.name)
 
-    def _groups_ready(self, admin) -> bool:
+    def _groups_ready(self) -> bool:
         """Whether every partition of __consumer_offsets has loaded: a group request to a
         partition still loading fails with COORDINATOR_LOAD_IN_PROGRESS, which librdkafka's
         offset commit does not retry. One probe group per partition (Kafka places a group by
-        its name's Java hashCode)."""
+        its name's Java hashCode). The probe runs in a child process: librdkafka's
+        DescribeGroups can abort the whole process when a FindCoordinator request times out
+        while a multi-node quorum is forming (confluentinc/librdkafka#4605)."""
         partitions = int(self.server_properties().get("offsets.topic.num.partitions", "50"))
-        futures = admin.describe_consumer_groups(_probe_groups(partitions), request_timeout=5)
-        # every request is waited for, answered or timed out: a client dropped with requests
-        # outstanding to a broker that has since stopped blocks in its destructor
-        concurrent.futures.wait(list(futures.values()), timeout=30)
-        return all(f.done() and f.exception() is None for f in futures.values())
+        request = json.dumps({"config": {"bootstrap.servers": self.bootstrap, **self.client_config()},
+                              "groups": _probe_groups(partitions)})
+        try:
+            done = subprocess.run([sys.executable, "-m", "devenv.groupprobe"], input=request, text=True,
+                                  capture_output=True, timeout=45, cwd=Path(__file__).resolve().parent.parent)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
 
     def is_running(self) -> bool:
         pid = self.pid or self._pid_from_file()
