@@ -118,6 +118,22 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "Per group and partition: age of the newest checkpoint. MM2 writes a checkpoint only when it "
         "moves, so an old one is only a problem when the lag beside it is not 0.", ui.SECONDS), w=12, h=9)
 
+    grid.row("Audit: is the mirror whole?")
+    grid.add(ui.timeseries(
+        "Audit findings", q.audit_findings(),
+        "Source records found missing on the target, present but altered or out of order, and written "
+        "twice, per second (docs/audit.md). A whole mirror shows none; duplicates are expected after a "
+        "restart of an at-least-once flow.", "short", legend_calcs=["lastNotNull", "max"]), w=10, h=8)
+    grid.add(ui.timeseries(
+        "Records verified", q.audit_verified_rate(),
+        "Records compared byte for byte on both sides, per second.", "short",
+        legend_calcs=["lastNotNull", "mean"]), w=7, h=8)
+    grid.add(ui.timeseries(
+        "Audit coverage", q.audit_coverage(),
+        "Share of the last hour's replicated records the audit checked: loss (accounted for by "
+        "offset-syncs and source reads) and content (compared record by record).", "percentunit",
+        legend_calcs=["lastNotNull", "min"]), w=7, h=8)
+
     grid.row("Replicator")
     grid.add(ui.timeseries(
         "Replicator up", q.replicator_up_over_time(),

@@ -203,6 +203,22 @@ def failover_groups_not_ready() -> Query:
     return Query(sel(m.FAILOVER_GROUPS_NOT_READY, FLOW), "{{flow}}")
 
 
+# --- drill-down: audit of the copy --------------------------------------------------
+def audit_findings() -> list[Query]:
+    """Records found missing, altered and written twice, per second (0 on a whole mirror)."""
+    return [Query(f"sum by (flow, topic) ({rate(spec, FLOW, TOPIC)})", "{{flow}} {{topic}} " + what)
+            for spec, what in ((m.AUDIT_MISSING, "missing"), (m.AUDIT_MISMATCHED, "altered"),
+                               (m.AUDIT_DUPLICATED, "duplicated"))]
+
+
+def audit_verified_rate() -> Query:
+    return Query(f"sum by (flow) ({rate(m.AUDIT_VERIFIED, FLOW, TOPIC)})", "{{flow}}")
+
+
+def audit_coverage() -> Query:
+    return Query(sel(m.AUDIT_COVERAGE, FLOW), "{{flow}} {{kind}}")
+
+
 # --- drill-down: retention headroom ----------------------------------------------------
 def retention_headroom() -> list[Query]:
     return [Query(sel(m.TOPIC_RETENTION_HEADROOM, FLOW, TOPIC), "{{flow}} {{topic}}"),

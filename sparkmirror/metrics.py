@@ -311,6 +311,27 @@ FAILOVER_GROUPS_NOT_READY = _m(
     "failover_groups_not_ready", "gauge", "", F,
     "Consumer groups of the flow that cannot fail over now (sparkmirror_failover_ready == 0).")
 
+# --- audit of the copy's contents --------------------------------------------------
+AUDIT_VERIFIED = _m(
+    "audit_records_verified_total", "counter", "records", FT,
+    "Records the audit compared on both sides (partition, order, key, value, headers, timestamp) "
+    "and found identical.", level="audit")
+AUDIT_MISSING = _m(
+    "audit_records_missing_total", "counter", "records", FT,
+    "Source records the audit found missing from the target (a source record where the offset-syncs "
+    "say the target advanced less).", level="audit")
+AUDIT_MISMATCHED = _m(
+    "audit_records_mismatched_total", "counter", "records", FT,
+    "Records present on the target but different from the source's, or out of order.", level="audit")
+AUDIT_DUPLICATED = _m(
+    "audit_records_duplicated_total", "counter", "records", FT,
+    "Records written to the target more than once (an error on exactly-once flows, expected after a "
+    "restart on at-least-once flows).", level="audit")
+AUDIT_COVERAGE = _m(
+    "audit_coverage_ratio", "gauge", "", ("flow", "kind"),
+    "Share of the last hour's replicated records the audit checked: kind=\"loss\" (accounted for by "
+    "offset-syncs and source reads) or kind=\"content\" (compared record by record).", level="audit")
+
 # --- retention headroom ------------------------------------------------------
 FLOW_RETENTION_HEADROOM = _m(
     "flow_retention_headroom_seconds", "gauge", "seconds", F,

@@ -94,6 +94,7 @@ class FakeMonitor:
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
         "source": ("primary", "broken"), "target": ("dr",), "reason": m.FAILOVER_REASONS,
+        "kind": ("loss", "content"),
     }
     #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
     CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr"), SLOW: ("primary", "dr"),
