@@ -8,6 +8,7 @@ collides with the tests. They start only when a test asks for them.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,21 @@ PRIVATE_CLUSTERS = "private_clusters"
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", f"{PRIVATE_CLUSTERS}: on a module (pytestmark), its kafka_clusters are a "
                                        "pair of its own (private_kafka_clusters), not the session's")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The modules that take the suite's time (setup, call and teardown summed), for a run of
+    several minutes: the suite has a time budget, and --durations shows single tests only."""
+    totals: dict[str, float] = defaultdict(float)
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if isinstance(r, pytest.TestReport):
+                totals[r.nodeid.split("::")[0]] += r.duration
+    if sum(totals.values()) < 300:
+        return
+    terminalreporter.write_sep("=", "slowest 12 modules (setup + call + teardown)")
+    for module, seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:12]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {module}")
 
 
 @pytest.fixture(scope="session")
