@@ -228,6 +228,34 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             measure=sel(m.REPLICATOR_RECORDS_LOST),
         ),
         AlertRule(
+            "SparkmirrorReplicationAuditFailed",
+            # one alert per kind of finding, so the notification says which it is
+            " or ".join(f'label_replace({grew(spec)}, "finding", "{finding}", "flow", ".*")'
+                        for spec, finding in ((m.AUDIT_MISSING, "missing"), (m.AUDIT_MISMATCHED, "altered"))),
+            None, "critical",
+            "The audit of flow {{ $labels.flow }} found records of {{ $labels.topic }} {{ $labels.finding }} "
+            "on the target",
+            "The audit of {{ $labels.flow }} compared the source and the target and found about "
+            "{{ $value | humanize }} records of {{ $labels.topic }} "
+            '{{ if eq $labels.finding "missing" }}missing from the target (the offset-syncs say they were '
+            "copied, the target does not hold them){{ else }}altered on the target (key, value, headers or "
+            "timestamp differ from the source's, a record out of order, or one the source never had)"
+            f"{{{{ end }}}} in the last {t.data_lost_window}: the disaster-recovery copy is wrong, not just late. "
+            "/api/status lists each finding with its partition and offsets (the audit object of the flow).",
+            measure=sel(m.AUDIT_MISSING),
+        ),
+        AlertRule(
+            "SparkmirrorReplicationDuplicated",
+            grew(m.AUDIT_DUPLICATED),
+            None, "info",
+            "The audit of flow {{ $labels.flow }} found records of {{ $labels.topic }} written twice",
+            "The audit of {{ $labels.flow }} found about {{ $value | humanize }} records of "
+            f"{{{{ $labels.topic }}}} held twice on the target in the last {t.data_lost_window}. On an "
+            "at-least-once flow this is the expected replay after a replicator restart; on an exactly-once "
+            "flow (consumers reading read_committed) it is an error: see the runbook.",
+            measure=sel(m.AUDIT_DUPLICATED),
+        ),
+        AlertRule(
             "SparkmirrorFlowStalled",
             clusters(f"{stalled} == 1"),
             t.flow_stalled_for, "critical",

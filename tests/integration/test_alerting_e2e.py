@@ -102,6 +102,10 @@ INDUCED = {
 #: without its "unless the flow has an objective", and must return nothing with it.
 FALLBACK = {"SparkmirrorLagHigh", "SparkmirrorLagGrowing"}
 PHASES = ("replicating", "replicator stopped", "replicator restarted", "monitor stopped")
+#: Rules on the audit's counters, which the monitor does not serve yet: their measure must return
+#: nothing here (alerts/cases/audit.yml and the stack test's exporter prove them). Once the monitor
+#: serves the audit, this check fails: move them to the checks with live data.
+NOT_SERVED = {"SparkmirrorReplicationAuditFailed", "SparkmirrorReplicationDuplicated"}
 
 
 @dataclass
@@ -469,6 +473,9 @@ def test_every_alert_rule_returns_data_when_induced_and_not_before(live):
     rules = [c for c in live.queries.checks if c.kind == "rule"]
     assert {c.name for c in rules} == {r.name for r in RULES}
     assert not [c for c in rules if c.error], _missing(c for c in rules if c.error)
+    served = [c for c in rules if c.name in NOT_SERVED and c.phase is not None]
+    assert not served, "the monitor serves the audit now: check these with live data\n" + _missing(served)
+    rules = [c for c in rules if c.name not in NOT_SERVED]
     empty = [c for c in rules if c.phase is None]
     assert not empty, "alert expressions without live data (induced ones in their phase):\n" + _missing(empty)
     for c in rules:

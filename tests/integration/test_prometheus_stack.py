@@ -184,6 +184,10 @@ class FakeMonitor:
             m.PARTITION_CATCHUP_ETA: float("inf") if broken else 5.0,
             m.FLOW_CATCHUP_RATE: -100.0 if broken else 2.0,
             m.PARTITION_CATCHUP_RATE: -100.0 if broken else 2.0,
+            m.AUDIT_MISSING: 5 * t if broken else 0.0,
+            m.AUDIT_MISMATCHED: 2 * t if broken else 0.0,
+            m.AUDIT_DUPLICATED: 3 * t if broken else 0.0,
+            m.AUDIT_COVERAGE: 1.0,
             m.REPLICATOR_FLOW_PAUSED: float(labels.get("flow") == PAUSED),
             m.REPLICATOR_FLOW_PAUSED_SINCE: now - 5 * 3600 if labels.get("flow") == PAUSED else now,
         }

@@ -50,6 +50,8 @@ REQUIRED = {
     "recovery-point error budget burning slowly": "SparkmirrorRPOBudgetBurnSlow",
     "a flow paused on purpose (inhibits its flow alerts)": "SparkmirrorFlowPaused",
     "a flow paused for long": "SparkmirrorFlowPausedTooLong",
+    "the audit found records missing or altered": "SparkmirrorReplicationAuditFailed",
+    "the audit found records written twice": "SparkmirrorReplicationDuplicated",
 }
 
 
@@ -273,9 +275,9 @@ def test_the_cluster_alert_inhibits_every_alert_that_carries_the_flows_clusters(
     assert by_side[("source",)] == by_side[("target",)] == joined
     cluster = rules.BY_NAME["SparkmirrorClusterUnreachable"].expr
     assert '"source", "$1", "cluster"' in cluster and '"target", "$1", "cluster"' in cluster
-    lost = {"SparkmirrorDataLost", "SparkmirrorReplicatorRecordsLost"}
+    lost = {"SparkmirrorDataLost", "SparkmirrorReplicatorRecordsLost", "SparkmirrorReplicationAuditFailed"}
     assert not lost & {n for r in config["inhibit_rules"] for m in r["target_matchers"]
-                       for n in re.findall(r"Sparkmirror\w+", m)}, "data loss is never inhibited"
+                       for n in re.findall(r"Sparkmirror\w+", m)}, "lost or wrong data is never inhibited"
 
 
 def test_every_rule_names_its_measured_quantity():
@@ -304,8 +306,11 @@ def test_one_incident_pages_once_heartbeats_stopped_inhibits_the_budget_burns():
     assert targets("SparkmirrorRPOBudgetBurn") == {"SparkmirrorRPOBudgetBurnSlow"}
     route = config["route"]
     assert route["receiver"] == "pager" and route["group_wait"] == "5s"
+    # the audit's page is never inhibited: it shares the flow's one page group instead
+    assert route["group_by"] == ["flow", "cluster"]
     assert {tuple(r["matchers"]): r["receiver"] for r in route["routes"]} == {
         ('severity="warning"',): "tickets", ('severity="info"',): "info"}
+    assert all("alertname" in r["group_by"] for r in route["routes"]), "one ticket per alert"
 
 
 def test_the_shipped_intervals_page_a_dead_replicator_within_a_minute_at_worst():
