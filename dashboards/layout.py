@@ -22,10 +22,12 @@ SECONDS = "s"
 RECORDS = "short"
 RECORDS_PER_SECOND = "suffix: rec/s"
 
-GREEN, YELLOW, ORANGE, RED = "green", "yellow", "orange", "red"
+GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
 
-#: Colour of each status, worst last, keyed by the status names in ``sparkmirror.metrics``.
-STATUS_COLOURS = dict(zip(m.STATUSES, (GREEN, YELLOW, ORANGE, RED, RED)))
+#: Colour of each status, worst last, keyed by the status names in ``sparkmirror.metrics`` (PAUSED:
+#: blue, a state someone chose, not a fault).
+STATUS_COLOURS = {"OK": GREEN, "WARN": YELLOW, "PAUSED": BLUE, "STALL": ORANGE, "STOP": RED, "ERR": RED}
+assert set(STATUS_COLOURS) == set(m.STATUSES), "a status without a colour"
 
 
 def steps(*pairs: tuple[str, float | None]) -> list[dict]:

@@ -39,7 +39,7 @@ class Query:
 
 
 def status_code(*matchers: str, by: str = "flow") -> str:
-    """The flow status as its numeric code (0 OK ... 4 ERR, ``sparkmirror.metrics.STATUS_CODES``).
+    """The flow status as its numeric code (0 OK ... 5 ERR, ``sparkmirror.metrics.STATUS_CODES``).
 
     ``sparkmirror_flow_status`` is one-hot over the ``status`` label; multiplying
     each status series by its code and taking the maximum gives the code of the

@@ -175,3 +175,7 @@ class FlowState:
     # reused while their figures do not move, so an evaluation costs what changed.
     idle_results: dict[TopicPartition, tuple] = field(default_factory=dict)
     idle_results_built: int = 0  # entries of idle_results built anew (monitor.gcpauses.GcSettler takes them)
+    # What the replicator's control API (--replicator-url) last said of the flow: its pause (who,
+    # when) or None while it runs, and when that was read (None: never; the flow is not its).
+    replicator_paused: dict | None = None
+    replicator_read_at: float | None = None

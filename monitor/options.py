@@ -180,6 +180,17 @@ OPTIONS: tuple[Option, ...] = (
            "/api/status and the status page (default: lag <= 30s for a 0.999 share of 30d for every flow; "
            "docs/slo.md)",
            WATCHER, metavar="FILE", composite=True),
+    Option("--replicator-url", (),
+           "the control API of the sparkmirror replicator(s) running these flows (their --metrics-listen "
+           "address, e.g. http://127.0.0.1:9465), read every --interval (GET /api/flows), so that a flow "
+           "paused on purpose is PAUSED, not STOP (Apache MM2 has no such API)",
+           WATCHER, type=regex_list, metavar="URL[,URL...]"),
+    Option("--replicator-user", None, "basic auth user for --replicator-url (password: --replicator-password-file)",
+           WATCHER, metavar="USER"),
+    Option("--replicator-password-file", None, "a file whose first line is --replicator-user's password",
+           WATCHER, metavar="FILE"),
+    Option("--replicator-cacert", None, "CA certificate to verify an https --replicator-url with",
+           WATCHER, metavar="FILE"),
     Option("--no-seconds-lag", True,
            "do not read source records to measure lag in seconds (nor the time span a "
            "failover would re-read)",
@@ -248,6 +259,9 @@ def options_from_args(args: argparse.Namespace) -> MonitorOptions:
             if o.check is check and not check.accepts(getattr(args, o.name)):
                 raise ConfigError(f"{o.flag} {check.message}")
     values = {o.name: o.convert(getattr(args, o.name)) for o in OPTIONS if not o.composite}
+    if args.replicator_user and not args.replicator_password_file:
+        raise ConfigError("--replicator-user needs --replicator-password-file FILE")
+    values["replicator_url"] = tuple(values["replicator_url"])
     from sparkmirror.webconfig import load_web_config  # ssl and friends: only when the command runs
 
     try:

@@ -22,7 +22,8 @@ start stops the ones before it, in reverse, and the error is raised), data flow 
    the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
    (when the flow emits checkpoints; with RecordTimestamps for failover re-read
    spans), the RetentionCollector (source topics' retention settings), and the
-   EndOffsetCollector with the source cluster's LagProbe; the tails start
+   EndOffsetCollector with the source cluster's LagProbe; with ``--replicator-url``, one
+   ReplicatorCollector per replicator (which flows it paused); the tails start
    reading, the other collectors run as tasks;
 3. a first evaluation, then the evaluator loop, which turns the MonitorState
    into an Evaluation every interval (and on demand when a request finds the
@@ -56,6 +57,7 @@ from monitor.collectors.heartbeats import HeartbeatCollector
 from monitor.collectors.offset_syncs import OffsetSyncCollector
 from monitor.collectors.offsets import EndOffsetCollector
 from monitor.collectors.retention import RetentionCollector
+from monitor.collectors.replicator import ReplicatorCollector, read_password
 from monitor.collectors.timelag import LagProbe
 from monitor.collectors.timestamps import RecordTimestamps
 from monitor.evaluator import Evaluation, EvaluatorSettings, evaluate, evaluate_steps
@@ -163,6 +165,12 @@ class _FlowCollectors:
         self.flows, self.clients, self.state, self.options = flows, clients, state, options
         self.tails: list = []
         self._pollers = _Tasks(lambda: [])
+        # made now, so that an unreadable password file or a bad URL stops the start (exit 2)
+        password = read_password(options.replicator_password_file) if options.replicator_password_file else None
+        self.replicators = [ReplicatorCollector(url, state, options.interval, options.timeout,
+                                                user=options.replicator_user, password=password,
+                                                cacert=options.replicator_cacert)
+                            for url in options.replicator_url]
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -187,6 +195,7 @@ class _FlowCollectors:
         except BaseException:  # the tails started so far are this stage's to stop
             await self._stop_tails(TAILS_STOP_TIMEOUT)
             raise
+        pollers.extend(self.replicators)
         self._pollers = _Tasks(lambda: [p.run() for p in pollers])
         self._pollers.start()
 

@@ -309,6 +309,17 @@ class MonitorState:
             del stamps[key]
         stamps.update(found)
 
+    def set_replicator_flows(self, flows: list[dict], at: float | None) -> None:
+        """What a replicator's ``GET /api/flows`` listed, read at ``at``; flows it does not run keep
+        what they had (another replicator, or Apache MM2, runs them)."""
+        for entry in flows:
+            fs = self.flows.get(entry.get("flow"))
+            if fs is not None:
+                paused = entry.get("paused") if entry.get("state") == "paused" else None
+                fs.replicator_paused = dict(paused if isinstance(paused, dict) else {}) \
+                    if entry.get("state") == "paused" else None
+                fs.replicator_read_at = at
+
     def record_duration(self, flow: str, collector: str, seconds: float, phase: bool = False) -> None:
         """A collector's round took ``seconds``; ``phase``: a part of a round (kept for the last
         minute's figures only, not as the collector's duration)."""

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 PREFIX = "sparkmirror_"
 
 #: Status values, best first. Their index is the numeric code used by
-#: ``sparkmirror_partition_status_code``; docs/monitor-status.md has the rules.
-STATUSES: tuple[str, ...] = ("OK", "WARN", "STALL", "STOP", "ERR")
+#: ``sparkmirror_partition_status_code``; docs/monitor-status.md has the rules. PAUSED (paused
+#: on purpose through the replicator's control API) ranks below STALL and STOP: one flow paused
+#: on purpose must not hide another that stopped by itself, and ERR (data lost) beats it.
+STATUSES: tuple[str, ...] = ("OK", "WARN", "PAUSED", "STALL", "STOP", "ERR")
 STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 
 #: Why a consumer group cannot fail over now (the ``reason`` label of
@@ -124,7 +126,7 @@ CLUSTER_ERRORS = _m(
 # --- flows: status, liveness, heartbeats -------------------------------------
 FLOW_STATUS = _m(
     "flow_status", "gauge", "", ("flow", "status"),
-    "1 for the flow's current status (OK, WARN, STALL, STOP, ERR), 0 for the others; "
+    "1 for the flow's current status (OK, WARN, PAUSED, STALL, STOP, ERR), 0 for the others; "
     "rules in docs/monitor-status.md.")
 FLOW_PARTITIONS = _m(
     "flow_partitions", "gauge", "", ("flow", "status"),
@@ -231,7 +233,7 @@ PARTITION_LAG_SECONDS = _m(
     "caught up.", level="partition")
 PARTITION_STATUS_CODE = _m(
     "partition_status_code", "gauge", "", FTP,
-    "Partition status as a number: 0 OK, 1 WARN, 2 STALL, 3 STOP, 4 ERR.", level="partition")
+    "Partition status as a number: 0 OK, 1 WARN, 2 PAUSED, 3 STALL, 4 STOP, 5 ERR.", level="partition")
 
 # --- catch-up (monitor.catchup: rates over the trend window, --window samples at --interval) ---
 FLOW_CATCHUP_RATE = _m(

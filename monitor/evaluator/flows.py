@@ -3,6 +3,7 @@ partitions, topics and groups (evaluated by the sibling modules)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ from monitor import catchup
 from monitor import readiness
 from monitor.evaluator.groups import failover, group_results
 from monitor.evaluator.partitions import LowHeadroom, partition_results, retention_headroom
-from monitor.evaluator.results import (ERR, OK, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
+from monitor.evaluator.results import (ERR, OK, PAUSED, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
                                        PartitionResult, worst)
 from monitor.evaluator.topics import topic_results
 from monitor.facts import FlowState
@@ -59,9 +60,15 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
     w = fs.watch
     found = _Findings()
     _clusters(state, w, found)
-    heartbeat, stop_reason, resumed_at = _heartbeat(fs, now, settings, found)
-    partitions = yield from partition_results(fs, now, heartbeat.stopped, stop_reason, settings, resumed_at,
-                                              pacer)
+    paused = _paused(fs)
+    heartbeat, stop_reason, resumed_at = _heartbeat(fs, now, settings, found, paused)
+    partitions = yield from partition_results(fs, now, heartbeat.stopped or bool(paused), paused or stop_reason,
+                                              settings, resumed_at, pacer)
+    if paused:
+        found.add(PAUSED, paused)
+        for p in partitions:  # what the pause explains is not a stopped copy
+            if p.status == STOP:
+                p.status = PAUSED
     # what follows goes over every partition again, pausing the same way
     low = yield from retention_headroom(partitions, fs, now, settings, pacer)
     totals = yield from _totals(partitions, pacer)
@@ -73,7 +80,9 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
     _group_findings(groups, found)
 
     moved = yield from _moved(fs, pacer)
-    if w.heartbeats_expected:
+    if paused:
+        replicator_up = True  # its control API just answered
+    elif w.heartbeats_expected:
         replicator_up = not heartbeat.stopped
     else:
         replicator_up = moved or (bool(totals.lags) and sum(totals.lags) == 0)
@@ -87,7 +96,7 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
         topics, groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
         low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
-        state.recent_rounds(w.name), totals.unknown)
+        state.recent_rounds(w.name), totals.unknown, paused=fs.replicator_paused)
 
 
 def _clusters(state: MonitorState, w: WatchedFlow, found: _Findings) -> None:
@@ -98,10 +107,23 @@ def _clusters(state: MonitorState, w: WatchedFlow, found: _Findings) -> None:
                            f"successful read")
 
 
+def _paused(fs: FlowState) -> str:
+    """Why the flow copies nothing on purpose, or "" (what the replicator's control API said:
+    monitor.collectors.replicator)."""
+    pause = fs.replicator_paused
+    if pause is None:
+        return ""
+    at = pause.get("at")
+    when = time.strftime(" at %Y-%m-%dT%H:%M:%SZ", time.gmtime(at)) if isinstance(at, (int, float)) else ""
+    return (f"paused on purpose by {pause.get('by') or 'someone'}{when} through the replicator's control API: "
+            f"it copies nothing until resumed (sparkmirror ctl resume '{fs.watch.name}')")
+
+
 def _heartbeat(fs: FlowState, now: float, settings: EvaluatorSettings,
-               found: _Findings) -> tuple[HeartbeatResult, str, float | None]:
+               found: _Findings, paused: str = "") -> tuple[HeartbeatResult, str, float | None]:
     """(the heartbeat result, why the flow is stopped or "", when heartbeats resumed after a
-    silence longer than the timeout or None: see ``partition_result``)."""
+    silence longer than the timeout or None: see ``partition_result``). A paused flow's silence
+    is its pause (``paused``), not a STOP."""
     w, hb = fs.watch, fs.heartbeat
     timeout = heartbeat_timeout(settings, w.heartbeat_interval)
     age = max(0.0, now - hb.newest_ms / 1000.0) if hb.newest_ms is not None else None
@@ -122,7 +144,7 @@ def _heartbeat(fs: FlowState, now: float, settings: EvaluatorSettings,
         elif age is not None and age > settings.heartbeat_latency_warn:
             found.add(WARN, f"heartbeats arrive, but the newest was emitted {age:.0f}s ago (replication latency "
                             f"over {settings.heartbeat_latency_warn:g}s)")
-    if stopped:
+    if stopped and not paused:
         found.add(STOP, f"replication stopped: {stop_reason}")
     resumed_at = hb.resumed_after(timeout) if w.heartbeats_expected else None
     heartbeat = HeartbeatResult(w.heartbeats_topic, w.heartbeats_expected, timeout, age, hb.newest_ms,

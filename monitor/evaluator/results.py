@@ -12,7 +12,7 @@ from monitor import catchup
 from monitor import readiness
 from sparkmirror.metrics import STATUS_CODES, STATUSES
 
-OK, WARN, STALL, STOP, ERR = STATUSES
+OK, WARN, PAUSED, STALL, STOP, ERR = STATUSES
 
 
 def worst(statuses) -> str:
@@ -140,6 +140,8 @@ class FlowResult:
     # partitions whose records lag is unknown (no offset-sync for what the mirror holds yet, ...):
     # lag_records and lag_seconds are over the others only, a lower bound while this is not 0
     lag_unknown_partitions: int = 0
+    # paused on purpose, as the replicator's control API said it (who, when); None: not known to be
+    paused: dict | None = None
 
     @property
     def catchup_rate(self) -> float | None:

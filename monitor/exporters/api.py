@@ -72,6 +72,8 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: di
     doc: dict[str, Any] = {
         "name": f.name, "source": f.source, "target": f.target,
         "status": f.status, "reasons": f.reasons, "replicator_up": f.replicator_up,
+        # paused on purpose (who, when), from the replicator's control API (--replicator-url)
+        "paused": f.paused,
         "heartbeat": {
             "topic": hb.topic, "expected": hb.expected, "timeout_seconds": hb.timeout_seconds,
             "age_seconds": _round(hb.age_seconds), "last_timestamp_ms": hb.last_timestamp_ms,

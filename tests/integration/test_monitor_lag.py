@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from sparkmirror.metrics import STATUS_CODES
 from sparkmirror.model.records import Checkpoint
 from tests.support.monitor import Flow, RunningMonitor, partition_of, produce_raw, sample
 
@@ -107,7 +108,8 @@ def test_heartbeats_stop_turns_the_flow_stop(kafka_clusters, tmp_path, unique):
         assert sample(m, "sparkmirror_flow_status", flow=f.name, status="STOP") == 1
         assert sample(m, "sparkmirror_flow_status", flow=f.name, status="OK") == 0
         assert sample(m, "sparkmirror_replicator_up", flow=f.name) == 0
-        assert sample(m, "sparkmirror_partition_status_code", flow=f.name, topic=f.topic, partition=0) == 3
+        assert sample(m, "sparkmirror_partition_status_code", flow=f.name, topic=f.topic, partition=0) == \
+            STATUS_CODES["STOP"]
 
 
 def test_checkpoint_lag_age_and_missing_checkpoints(kafka_clusters, tmp_path, unique):
