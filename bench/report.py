@@ -122,15 +122,17 @@ def _by_system(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def _monitor_section(results: list[dict]) -> list[str]:
-    """The lag monitor at scale (bench.monitor_scale): the newest row per size and granularity."""
+    """The lag monitor at scale (bench.monitor_scale): the newest row per size and granularity;
+    then the generator-fed runs (bench.monitor_generated)."""
     newest: dict[tuple[int, str], dict] = {}
     for r in results:
         if r.get("system") == "monitor":
             key = (r["partitions"], r.get("granularity", "partition"))
             if r.get("date", "") >= newest.get(key, {}).get("date", ""):
                 newest[key] = r
+    generated = _monitor_generated_table(results)
     if not newest:
-        return []
+        return ["\n## monitor at scale\n", *generated] if generated else []
     out = ["\n## monitor at scale\n",
            "`python -m bench.monitor_scale --partitions 10000` (see its docstring): every partition caught up "
            "and idle except one busy topic of 100 partitions; the monitor runs as its own process at its "
@@ -154,6 +156,69 @@ def _monitor_section(results: list[dict]) -> list[str]:
                    f"{' / ' + str(r['gc_pause_cpu_max_ms']) if r.get('gc_pause_cpu_max_ms') else ''} | "
                    f"{r['loop_block_max_ms']} | "
                    f"{r['cpu_percent']} | {r['rss_mb']} | {r['date']} |")
+    return out + generated
+
+
+#: The issue's targets for the monitor at 100,000 partitions (generator-fed): one evaluation's CPU
+#: time, /metrics at topic granularity, RSS.
+MONITOR_TARGETS = {"evaluation_cpu_max_ms": 100.0, "metrics_ms": 200.0, "rss_mb": 1024.0}
+
+
+def _monitor_generated_table(results: list[dict]) -> list[str]:
+    """bench.monitor_generated: per size and granularity, the median and spread of the newest batch."""
+    batches: dict[tuple[int, str], dict[str, list[dict]]] = {}
+    for r in results:
+        if r.get("system") == "monitor-generated":
+            key = (r["partitions"], r.get("granularity", "partition"))
+            batches.setdefault(key, {}).setdefault(r.get("batch", r.get("date", "")), []).append(r)
+    if not batches:
+        return []
+    newest = {key: by[max(by)] for key, by in batches.items()}
+    commands = sorted({r.get("command", "") for rows in newest.values() for r in rows})
+    out = ["\n### generator-fed, 100,000 partitions and more\n",
+           "`python -m bench.monitor_generated` (see its docstring): the same monitor process, state, collectors' "
+           "loops, evaluator, exporters and HTTP server, with every Kafka request answered by a generator (no "
+           "brokers: no process here may open the files 100,000 partitions need) and the tail collectors fed "
+           "MM2-encoded records; the same workload as above (idle caught-up partitions plus one busy topic of "
+           "100) and three consumer groups with checkpoints. It counts no librdkafka work, so it is the monitor's "
+           "own work, not its whole cost at that size. Each figure is the median over the runs, the spread "
+           "the lowest and highest; ms.\n",
+           "- **evaluation CPU**: the CPU time of one whole evaluation (every evaluation of the window), "
+           "p50 / worst; **evaluation wall**: its steps' wall time, p50 / worst; **longest step CPU**: the most "
+           "CPU time one step held the event loop, worst.",
+           "- **generator CPU %**: the generator's share of the process' CPU % (answers and records).",
+           f"- Targets at 100,000 partitions: one evaluation <= {MONITOR_TARGETS['evaluation_cpu_max_ms']:.0f} ms "
+           f"of CPU, `/metrics` <= {MONITOR_TARGETS['metrics_ms']:.0f} ms at topic granularity, RSS <= "
+           f"{MONITOR_TARGETS['rss_mb']:.0f} MB; **met** says which the median over the runs meets.\n",
+           "| partitions | granularity | runs | evaluation CPU | evaluation wall | longest step CPU | /metrics "
+           "| /api/status | GC pause (worst) | loop block (worst) | CPU % of a core | generator CPU % | RSS MB "
+           "| met | date |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+
+    def fig(rows: list[dict], key: str) -> str:
+        values = sorted(r[key] for r in rows if r.get(key) is not None)
+        if not values:
+            return "-"
+        median = _median(values)
+        return f"{median}" if len(values) == 1 or values[0] == values[-1] else \
+            f"{median} ({values[0]}-{values[-1]})"
+
+    for (partitions, granularity), rows in sorted(newest.items()):
+        met = []
+        for key, limit in MONITOR_TARGETS.items() if partitions <= 100_100 else ():
+            if key == "metrics_ms" and granularity != "topic":
+                continue
+            value = _median([r.get(key) for r in rows])
+            if value is not None:
+                met.append(f"{key.split('_')[0]} {'yes' if value <= limit else 'no'}")
+        out.append(f"| {partitions:,} | {granularity} | {len(rows)} | {fig(rows, 'evaluation_cpu_ms')} / "
+                   f"{fig(rows, 'evaluation_cpu_max_ms')} | {fig(rows, 'evaluation_ms')} / "
+                   f"{fig(rows, 'evaluation_wall_max_ms')} | {fig(rows, 'evaluation_step_cpu_worst_ms')} | "
+                   f"{fig(rows, 'metrics_ms')} | {fig(rows, 'status_ms')} | {fig(rows, 'gc_pause_max_ms')} | "
+                   f"{fig(rows, 'loop_block_max_ms')} | {fig(rows, 'cpu_percent')} | "
+                   f"{fig(rows, 'generator_cpu_percent')} | {fig(rows, 'rss_mb')} | {', '.join(met) or '-'} | "
+                   f"{max(r.get('date', '') for r in rows)} |")
+    out.append("\nRun with: " + "; ".join(f"`{c}`" for c in commands))
     return out
 
 
