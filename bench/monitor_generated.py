@@ -513,6 +513,81 @@ def run_once(args, granularity: str, work: Path, run: int) -> dict:
     return row
 
 
+def top_costs(collapsed: str, root: Path = ROOT, n: int = 15) -> tuple[list, list, int]:
+    """From py-spy's raw (collapsed) stacks: the ``n`` functions with the most samples on top of
+    the stack (self) and anywhere in it (inclusive), as (samples, "path:function"), and the total."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        samples = int(count)
+        total += samples
+        names = []
+        for frame in stack.split(";"):
+            func, _, where = frame.partition(" (")
+            path = where.rsplit(":", 1)[0]
+            with contextlib.suppress(ValueError):
+                path = str(Path(path).relative_to(root))
+            names.append(f"{path}:{func}")
+        if names:
+            own[names[-1]] = own.get(names[-1], 0) + samples
+        for name in set(names):
+            inclusive[name] = inclusive.get(name, 0) + samples
+
+    def top(d: dict[str, int]) -> list:
+        return sorted(((v, k) for k, v in d.items()), reverse=True)[:n]
+
+    return top(own), top(inclusive), total
+
+
+def profile_once(args, granularity: str, work: Path, pyspy: str) -> str:
+    """A run with py-spy sampling the monitor for ``--seconds`` (scraped as measure does, every 5 s);
+    the top costs as text. Not a measurement: py-spy's samples pause the process."""
+    from bench.monitor_scale import get, stop, wait_for_freeze
+    from devenv.kafka import free_port
+
+    config = mm2_properties(work / "mm2.properties")
+    port = free_port()
+    monitor = subprocess.Popen([sys.executable, "-m", "bench.monitor_generated", "serve", str(work / "stats.json"),
+                                "--partitions", str(args.partitions), "--rate", str(args.rate),
+                                "--groups", str(args.groups), "--", str(config),
+                                "--listen", f"127.0.0.1:{port}", "--granularity", granularity],
+                               cwd=ROOT, stdout=open(work / "monitor-profile.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        url, total = f"http://127.0.0.1:{port}", (args.partitions // PER_TOPIC + 1) * PER_TOPIC
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and monitor.poll() is None:
+            with contextlib.suppress(OSError, KeyError, IndexError, ValueError):
+                flow = json.loads(get(url + "/api/status")[0])["flows"][0]
+                if sum(flow["partitions_by_status"].values()) >= total and flow["lag"]["records"] is not None:
+                    break
+            time.sleep(1)
+        wait_for_freeze(url, total)
+        get(url + "/metrics")
+        out = work / "profile.txt"
+        spy = subprocess.Popen([pyspy, "record", "--pid", str(monitor.pid), "--duration", str(int(args.seconds)),
+                                "--rate", "200", "--format", "raw", "--output", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while spy.poll() is None:
+            get(url + "/metrics")
+            get(url + "/api/status")
+            time.sleep(5)
+        collapsed = out.read_text()
+    finally:
+        stop(monitor)
+    keep = Path(args.profile_out) if args.profile_out else None
+    if keep is not None:
+        keep.write_text(collapsed)
+    own, inclusive, samples = top_costs(collapsed)
+    lines = [f"{args.partitions} partitions, {granularity}: {samples} samples (200/s of every busy thread)",
+             "self:"] + [f"  {v / samples:6.1%}  {k}" for v, k in own] + ["inclusive:"] + \
+        [f"  {v / samples:6.1%}  {k}" for v, k in inclusive]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
@@ -526,6 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=3, help="consumer groups on the busy topic, with checkpoints")
     ap.add_argument("--repeats", type=int, default=1, help="runs per granularity, each with a new monitor")
     ap.add_argument("--no-record", action="store_true", help="print the rows, do not write results")
+    ap.add_argument("--profile", metavar="PY_SPY",
+                    help="instead of measuring, sample the monitor with this py-spy for --seconds and print its "
+                         "top costs (self and inclusive, file:function)")
+    ap.add_argument("--profile-out", metavar="FILE", help="with --profile: keep py-spy's raw stacks here")
     args = ap.parse_args(argv)
     for g in args.granularity.split(","):
         if g not in ("topic", "partition"):
@@ -534,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
     batch = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     work = Path(tempfile.mkdtemp(prefix="monitor-generated-"))
     try:
+        if args.profile:
+            for granularity in args.granularity.split(","):
+                print(profile_once(args, granularity, work, args.profile), flush=True)
+            return 0
         for granularity in args.granularity.split(","):
             for run in range(1, args.repeats + 1):
                 row = run_once(args, granularity, work, run)

@@ -12,7 +12,7 @@ import pytest
 import monitor.service
 from bench.monitor_generated import (BUSY, PER_TOPIC, SOURCE, SYNC_EVERY, TARGET, EvaluationLog, FedCheckpoints,
                                      FedHeartbeats, FedOffsetSyncs, GeneratedCluster, Workload, checkpoints,
-                                     initial_syncs, installed, mm2_properties, monitor_args, new_syncs, tailed,
+                                     initial_syncs, installed, top_costs, mm2_properties, monitor_args, new_syncs, tailed,
                                      window_figures)
 from monitor.state import MonitorState
 from monitor.watch import watched_flows
@@ -115,3 +115,12 @@ def test_the_monitor_service_watches_every_generated_partition_and_the_busy_ones
     assert evaluations.evaluations
     figures = window_figures({"evaluations": list(evaluations.evaluations), "generator": []}, 0, time.monotonic())
     assert figures["evaluations"] == len(evaluations.evaluations) and figures["evaluation_cpu_ms"] > 0
+
+
+def test_top_costs_counts_the_top_frame_as_self_and_every_frame_once_as_inclusive(tmp_path):
+    collapsed = (f"<module> ({tmp_path}/a.py:1);run ({tmp_path}/a.py:5);work (/lib/b.py:9) 3\n"
+                 f"<module> ({tmp_path}/a.py:1);run ({tmp_path}/a.py:5);run ({tmp_path}/a.py:7) 1\n")
+    own, inclusive, total = top_costs(collapsed, root=tmp_path)
+    assert total == 4
+    assert own == [(3, "/lib/b.py:work"), (1, "a.py:run")]
+    assert (4, "a.py:run") in inclusive and (4, "a.py:<module>") in inclusive and (3, "/lib/b.py:work") in inclusive
