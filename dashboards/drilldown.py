@@ -78,15 +78,20 @@ def build(overview_uid: str, config: Config = DEFAULT) -> g.Dashboard:
         "re-read stays within the monitor's --failover-max-reread-* limits. /api/status and the "
         "monitor's page say it in words.", "none", mappings=ui.up_mappings("READY", "NOT READY")), w=6, h=8)
     grid.add(ui.table(
+        "Can fail back now?", q.failback_ready(),
+        "Per group consuming the mirror topics on the target: READY when every partition it commits maps "
+        "back through a surviving offset-sync to an offset the source still holds (`sparkmirror "
+        "failback`).", "none", mappings=ui.up_mappings("READY", "NOT READY")), w=6, h=8)
+    grid.add(ui.table(
         "Why groups cannot fail over", q.failover_blocked(),
         "Per group, each reason (docs/monitor-status.md: no-checkpoint, behind-offset-syncs, would-skip, "
         "past-target-end, reread-records, reread-seconds); the ones that apply now come first.", "none",
         mappings=[{"type": "value", "options": {"1": {"text": "blocks", "color": ui.RED, "index": 0},
-                                                "0": {"text": "-", "color": ui.GREEN, "index": 1}}}]), w=10, h=8)
+                                                "0": {"text": "-", "color": ui.GREEN, "index": 1}}}]), w=7, h=8)
     grid.add(ui.stat(
         "Groups not ready to fail over", q.failover_groups_not_ready(),
         "Consumer groups of the flow that cannot fail over now.",
-        thresholds=ui.steps((ui.GREEN, None), (ui.RED, 1)), text_mode="value_and_name"), w=8, h=8)
+        thresholds=ui.steps((ui.GREEN, None), (ui.RED, 1)), text_mode="value_and_name"), w=5, h=8)
     grid.add(ui.timeseries(
         "Failover re-read (seconds)", q.failover_reread_seconds(),
         "Time span of the records the group would read again if it failed over now (largest over its "

@@ -185,6 +185,11 @@ def failover_ready() -> Query:
     return Query(sel(m.FAILOVER_READY, FLOW, GROUP), instant=True)
 
 
+def failback_ready() -> Query:
+    """Per group consuming the mirror topics on the target: could it fail back now (``sparkmirror failback``)."""
+    return Query(sel(m.FAILBACK_READY, FLOW, GROUP), instant=True)
+
+
 def failover_blocked() -> Query:
     """Every group and reason, 1 where it applies (a table sorted by value lists those first)."""
     return Query(sel(m.FAILOVER_BLOCKED, FLOW, GROUP), instant=True)

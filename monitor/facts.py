@@ -157,6 +157,9 @@ class FlowState:
     # Per partition: the newest offset-syncs as (upstream, downstream, record time in seconds).
     recent_syncs: dict[TopicPartition, deque[tuple[int, int, float]]] = field(default_factory=dict)
     groups_read_at: float | None = None
+    # Per group: its committed offsets on the flow's mirror partitions of the target, keyed by
+    # (target topic, partition): what failing back would map (monitor.failback).
+    target_group_offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     # When the read behind ``group_offsets`` began: a checkpoint read after it may carry a newer
     # committed offset than the one read (monitor.readiness).
     groups_read_started: float | None = None

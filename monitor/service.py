@@ -21,7 +21,7 @@ start stops the ones before it, in reverse, and the error is raised), data flow 
 2. per enabled flow A->B: the HeartbeatCollector (tail of A.heartbeats on B),
    the OffsetSyncCollector, the CheckpointCollector and GroupOffsetCollector
    (when the flow emits checkpoints; with RecordTimestamps for failover re-read
-   spans), the RetentionCollector (source topics' retention settings), and the
+   spans; it reads the groups' commits on the target too, for failback readiness), the RetentionCollector (source topics' retention settings), and the
    EndOffsetCollector with the source cluster's LagProbe; with ``--replicator-url``, one
    ReplicatorCollector per replicator (which flows it paused); the tails start
    reading, the other collectors run as tasks;
@@ -185,7 +185,7 @@ class _FlowCollectors:
             if f.checkpoints_enabled:
                 tails.append(CheckpointCollector(f, target, state, loop, o))
                 stamps = RecordTimestamps(source, state) if o.probe_lag_seconds else None
-                pollers.append(GroupOffsetCollector(f, source, state, o, stamps))
+                pollers.append(GroupOffsetCollector(f, source, state, o, stamps, target))
             pollers.append(RetentionCollector(f, source, state, o))
             pollers.append(EndOffsetCollector(f, source, target, state, o, probes.get(f.source)))
         try:

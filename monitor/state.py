@@ -309,6 +309,10 @@ class MonitorState:
             del stamps[key]
         stamps.update(found)
 
+    def set_target_group_offsets(self, flow: str, offsets: dict[str, dict[TopicPartition, int]]) -> None:
+        """Groups' committed offsets on the flow's mirror partitions of the target (monitor.failback)."""
+        self.flows[flow].target_group_offsets = offsets
+
     def set_replicator_flows(self, flows: list[dict], at: float | None) -> None:
         """What a replicator's ``GET /api/flows`` listed, read at ``at``; flows it does not run keep
         what they had (another replicator, or Apache MM2, runs them)."""

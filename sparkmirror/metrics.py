@@ -313,6 +313,13 @@ FAILOVER_GROUPS_NOT_READY = _m(
     "failover_groups_not_ready", "gauge", "", F,
     "Consumer groups of the flow that cannot fail over now (sparkmirror_failover_ready == 0).")
 
+# --- failback readiness (per consumer group on the target) -----------------------
+FAILBACK_READY = _m(
+    "failback_ready", "gauge", "", FG,
+    "1 if the group, consuming the flow's mirror topics on the target, could fail back to the source "
+    "now (`sparkmirror failback`): every partition it commits maps back through a surviving "
+    "offset-sync to an offset the source still holds, skipping nothing; else 0.", level="group")
+
 # --- audit of the copy's contents --------------------------------------------------
 AUDIT_VERIFIED = _m(
     "audit_records_verified_total", "counter", "records", FT,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from monitor import catchup
 from monitor import readiness
+from monitor.failback import failback_results
 from monitor.evaluator.groups import failover, group_results
 from monitor.evaluator.partitions import LowHeadroom, partition_results, retention_headroom
 from monitor.evaluator.results import (ERR, OK, PAUSED, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
@@ -96,7 +97,7 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
         topics, groups, dict(fs.collector_seconds),
         *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
         low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
-        state.recent_rounds(w.name), totals.unknown, paused=fs.replicator_paused)
+        state.recent_rounds(w.name), totals.unknown, paused=fs.replicator_paused, failback=failback_results(fs))
 
 
 def _clusters(state: MonitorState, w: WatchedFlow, found: _Findings) -> None:

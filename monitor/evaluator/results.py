@@ -142,6 +142,8 @@ class FlowResult:
     lag_unknown_partitions: int = 0
     # paused on purpose, as the replicator's control API said it (who, when); None: not known to be
     paused: dict | None = None
+    # per group committing on the flow's mirror partitions of the target: could it fail back now
+    failback: list = field(default_factory=list)  # of monitor.failback.GroupFailback
 
     @property
     def catchup_rate(self) -> float | None:

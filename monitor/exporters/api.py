@@ -100,6 +100,10 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: di
                                 "retention_headroom_seconds": _round(t.retention_headroom_seconds)}
                    for t in f.topics],
         "groups": [_group(g) for g in f.groups],
+        # per group committing on the mirror topics of the target: could it fail back now (monitor.failback)
+        "failback": [{"group": g.group, "ready": g.ready, "summary": g.summary, "reread_records": g.reread_records,
+                      "partitions": [_plain(p) for p in g.partitions][:SUMMARY_PARTITIONS]}
+                     for g in f.failback],
         "top_partitions": [_partition(p) for p in lagging[:top]],
         "collector_seconds": {k: _round(v, 4) for k, v in f.collector_seconds.items()},
         # each loop's rounds over the last minute: how many, the median and the longest (s)

@@ -108,6 +108,8 @@ def _flow(f: FlowResult, topic_level: bool, per_partition: bool, watched_seconds
                 yield from partition_samples(f.name, p)
     for grp in f.groups:
         yield from _group_samples(f.name, grp, per_partition, only_not_ok)
+    for fb in f.failback:
+        yield m.FAILBACK_READY, (f.name, fb.group), 1.0 if fb.ready else 0.0
 
 
 def _topic_samples(flow: str, t: TopicResult) -> Iterator[Sample]:

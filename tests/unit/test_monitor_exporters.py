@@ -36,6 +36,7 @@ def evaluation(granularity: str = "partition"):
     state.set_group_offsets(FLOW, {"billing": {("orders", 0): 6}})
     state.add_sync(FLOW, OffsetSync("orders", 0, 0, 0), int((T0 - 1) * 1000))
     state.add_sync(FLOW, OffsetSync("orders", 0, 9, 9), int((T0 - 1) * 1000))
+    state.set_target_group_offsets(FLOW, {"billing": {("a.orders", 0): 9}})  # consuming on b: could fail back
     state.set_record_timestamps(FLOW, {("orders", 0, 3): int((T0 - 60) * 1000),
                                        ("orders", 0, 5): int((T0 - 58) * 1000)}, set())
     state.set_retention(FLOW, {"orders": TopicRetention(3_600_000, None, True)})
