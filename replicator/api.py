@@ -11,8 +11,10 @@ users configured every request needs credentials (401). A state-changing request
 say ``Content-Type: application/json``, which an HTML form cannot send to another origin
 without a CORS preflight this server never grants; and it is refused (403) when the port
 listens beyond loopback without basic auth, or with basic auth but without TLS (the password
-would cross the network in clear). Every control request is logged: who (the basic auth user,
-or "anonymous"), from which address, what, and the answer.
+would cross the network in clear), or, without basic auth, when its ``Host`` is not a
+loopback name with this port (DNS rebinding). Every control request is logged: who (the
+basic auth user the credentials check let through, else "anonymous": never a name the
+client merely claims), from which address, what, and the answer.
 
 ``controller`` is the running ``ReplicatorService``: ``flows_state()``, ``pause(name, who)``,
 ``resume(name, who)``, ``reload(who)``.
@@ -87,7 +89,8 @@ class ControlApp:
             return 404, {"error": f"no such endpoint: {path[:200]}",
                          "endpoints": ["GET /api/flows", "POST /api/flows/{flow}/pause",
                                        "POST /api/flows/{flow}/resume", "POST /api/reload"]}
-        who = _user(environ.get("HTTP_AUTHORIZATION"))
+        # a name only the credentials check vouched for: without users, any client could claim one
+        who = _user(environ.get("HTTP_AUTHORIZATION")) if self._authenticated() else "anonymous"
         remote = environ.get("REMOTE_ADDR", "?")
         what = f"{action} {parts[2]}" if action != "reload" else "reload"
         status, body = self._act(environ, method, action, parts, who)
@@ -95,10 +98,15 @@ class ControlApp:
                  body.get("error") or body.get("result", ""))
         return status, body
 
+    def _authenticated(self) -> bool:
+        """Users are configured: the credentials check in front of this app let only them through."""
+        return self.live is not None and self.live.auth is not None
+
     def _act(self, environ, method: str, action: str, parts: list[str], who: str) -> tuple[int, dict]:
         if method != "POST":
             return 405, {"error": f"{action} takes POST"}
-        refusal = transport_refusal(self.host, self.live)
+        refusal = transport_refusal(self.host, self.live) or (
+            None if self._authenticated() else host_refusal(environ.get("HTTP_HOST"), environ.get("SERVER_PORT")))
         if refusal:
             return 403, {"error": refusal}
         ctype = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
@@ -142,6 +150,26 @@ def transport_refusal(host: str, live) -> str | None:
         return (f"the control API listens on {host}, beyond loopback, with basic auth but without TLS: the "
                 "password would cross the network in clear; add tls_server_config to the web config file")
     return None
+
+
+def host_refusal(host_header: str | None, server_port: str | None) -> str | None:
+    """Why a state-changing request without authentication must be refused for its Host header, or None.
+
+    Without credentials the loopback address is the only protection, and DNS rebinding defeats
+    it: a page from evil.example whose name now resolves to 127.0.0.1 reaches this port from the
+    victim's browser, but its requests still say ``Host: evil.example:PORT``. Only a loopback
+    name or address with this server's port is accepted."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(f"//{host_header or ''}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        name, port = None, None
+    if name and is_loopback(name) and str(port) == str(server_port):
+        return None
+    return (f"Host {str(host_header)[:100]!r} is not this loopback address and port: refused (DNS "
+            "rebinding); send the request to 127.0.0.1:PORT, or configure basic_auth_users in --web-config-file")
 
 
 def dispatch(metrics_app, control_app):

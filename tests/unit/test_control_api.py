@@ -43,9 +43,12 @@ class Live:
         self.auth, self.ssl_context = auth, tls
 
 
-def _call(app, method, path, *, ctype="application/json", body=b"", user=None):
+def _call(app, method, path, *, ctype="application/json", body=b"", user=None, host="127.0.0.1:9465"):
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_TYPE": ctype,
-               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "REMOTE_ADDR": "127.0.0.1"}
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "REMOTE_ADDR": "127.0.0.1",
+               "SERVER_PORT": "9465"}
+    if host is not None:
+        environ["HTTP_HOST"] = host
     if user:
         environ["HTTP_AUTHORIZATION"] = "Basic " + base64.b64encode(f"{user}:pw".encode()).decode()
     got = {}
@@ -67,10 +70,10 @@ def test_pause_needs_post_and_a_json_content_type(caplog):
     assert status == 415 and "application/json" in body["error"]
     assert rec.calls == []
     with caplog.at_level(logging.INFO, logger="sparkmirror.control"):
-        status, body = _call(app, "POST", "/api/flows/primary-%3Edr/pause", user="ops")
+        status, body = _call(app, "POST", "/api/flows/primary-%3Edr/pause")
     assert (status, body["result"]) == (200, "paused")
-    assert rec.calls == [("pause", "primary->dr", "ops")]
-    assert "control: ops from 127.0.0.1: pause primary->dr: 200 paused" in caplog.text
+    assert rec.calls == [("pause", "primary->dr", "anonymous")]
+    assert "control: anonymous from 127.0.0.1: pause primary->dr: 200 paused" in caplog.text
     assert _call(app, "POST", "/api/flows/primary->dr/pause")[1]["result"] == "already paused"
     assert _call(app, "POST", "/api/flows/nope->dr/pause")[0] == 404
     assert _call(app, "POST", "/api/flows/primary->dr/pause", body=b"[1]")[0] == 400
@@ -112,3 +115,36 @@ def test_metrics_and_api_share_the_port():
     assert status == 200
     out = []
     assert app({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda s, h: out.append(s)) == [b"m"]
+
+
+def test_without_users_a_claimed_name_is_never_logged_with_users_the_checked_one_is(caplog):
+    rec = Recorder()
+    with caplog.at_level(logging.INFO, logger="sparkmirror.control"):
+        assert _call(api.ControlApp(rec, "127.0.0.1", None), "POST", "/api/flows/primary->dr/pause",
+                     user="admin")[0] == 200
+    assert rec.calls == [("pause", "primary->dr", "anonymous")]
+    assert "admin" not in caplog.text and "control: anonymous from 127.0.0.1: pause" in caplog.text
+    # with users configured, the credentials check in front of the app let only "ops" through
+    rec.paused.clear()
+    assert _call(api.ControlApp(rec, "10.1.2.3", Live(object(), object())), "POST",
+                 "/api/flows/primary->dr/pause", user="ops")[0] == 200
+    assert rec.calls[-1] == ("pause", "primary->dr", "ops")
+
+
+@pytest.mark.parametrize("host, allowed", [
+    ("127.0.0.1:9465", True), ("localhost:9465", True), ("[::1]:9465", True),
+    ("evil.example:9465", False), ("127.0.0.1:80", False), ("127.0.0.1", False), (None, False),
+    ("127.0.0.1:notaport", False),
+])
+def test_without_users_a_state_change_needs_a_loopback_host_header(host, allowed):
+    """DNS rebinding: a page of evil.example resolved to 127.0.0.1 still says Host: evil.example."""
+    rec = Recorder()
+    status, body = _call(api.ControlApp(rec, "127.0.0.1", None), "POST", "/api/reload", host=host)
+    assert (rec.calls != []) is allowed, body
+    if not allowed:
+        assert status == 403 and "DNS rebinding" in body["error"]
+    assert _call(api.ControlApp(rec, "127.0.0.1", None), "GET", "/api/flows", host=host)[0] == 200
+    # with users configured the credentials decide, whatever the Host
+    rec2 = Recorder()
+    _call(api.ControlApp(rec2, "127.0.0.1", Live(object(), None)), "POST", "/api/reload", host=host, user="ops")
+    assert rec2.calls == [("reload", "ops")]
