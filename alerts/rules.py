@@ -95,6 +95,11 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
     paused_for = (f"(time() - {sel(m.REPLICATOR_FLOW_PAUSED_SINCE)}) "
                   f"or on(flow) (0 * {sel(m.REPLICATOR_FLOW_PAUSED)})")
     up = f'up{{job="{config.monitor_job}"}}'
+
+    def paused_within(window: str) -> str:
+        """Flows paused at some point of the last ``window`` (Alertmanager inhibits their alerts while the
+        pause lasts; this keeps the page quiet while a resumed flow comes back)."""
+        return f" unless on(flow) max_over_time({sel(m.REPLICATOR_FLOW_PAUSED)}[{window}]) == 1"
     # the fixed lag alerts are the fallback for flows without a recovery-point objective
     without_objective = f" unless on(flow) {slo.OBJECTIVE}"
     stuck = f"time() - {sel(m.LAST_EVALUATION)} > {t.monitor_evaluation_age_seconds}"
@@ -115,7 +120,8 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             "SparkmirrorHeartbeatsStopped",
             clusters(f"{age} > {timeout} + {t.heartbeats_stopped_margin_seconds} and ({sel(m.HEARTBEAT_SEEN)} == 1 "
                      f"or {age} > {t.heartbeat_grace_seconds}) and {sel(m.HEARTBEATS_EXPECTED)} == 1 "
-                     f"unless on(flow) ({age} <= {t.heartbeat_cluster_wait_seconds} and on(flow) {cluster_failing})"),
+                     f"unless on(flow) ({age} <= {t.heartbeat_cluster_wait_seconds} and on(flow) {cluster_failing})"
+                     f"{paused_within(t.flow_resumed_grace)}"),
             t.heartbeats_stopped_for, "critical",
             "Heartbeats of flow {{ $labels.flow }} stopped reaching the target",
             "No heartbeat of {{ $labels.flow }} has arrived on the target for {{ $value | humanizeDuration }}, "
@@ -142,7 +148,7 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
             # one incident, one page: a dead replicator burns the budget too, and its heartbeats page
             # (which inhibits this one while it fires) covers it until the short window has drained
             clusters(f"{slo.fast_burn(t)} unless on(flow) max_over_time(ALERTS{{alertname="
-                     f"\"SparkmirrorHeartbeatsStopped\"}}[5m])"),
+                     f"\"SparkmirrorHeartbeatsStopped\"}}[5m]){paused_within(t.flow_resumed_burn_grace)}"),
             t.rpo_fast_burn_for, "critical",
             "Flow {{ $labels.flow }} burns its recovery-point error budget fast",
             "Over the last hour and the last 5 minutes, {{ $labels.flow }} spent its RPO error budget "

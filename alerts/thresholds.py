@@ -52,6 +52,12 @@ class Thresholds:
     #: A flow paused on purpose (``sparkmirror ctl pause``) raises an info alert that inhibits its
     #: flow alerts (alertmanager.yml); paused longer than this, a warning says it may be forgotten.
     flow_paused_warn_seconds: int = 4 * 3600
+    #: A resumed flow's query needs a moment to start and copy its first heartbeat: its heartbeats page
+    #: waits this long after the pause ended; the fast burn waits its 5-minute short window plus 5 minutes
+    #: to catch up on what the pause left behind. So resuming a flow pages nobody, while one that does not
+    #: recover does.
+    flow_resumed_grace: str = "1m"
+    flow_resumed_burn_grace: str = "10m"
 
     #: The fixed lag alerts below apply only to flows without an objective.
     #: Age of the oldest source record not yet on the target: the recovery point if the
