@@ -103,7 +103,15 @@ class FlowReplicator:
             clear_pause(self.checkpoint_dir)
             self.paused = None
             if not self._closed and self.spark is not None:  # before Spark is up, the run's start starts it
-                self._start_query()
+                try:
+                    self._start_query()
+                except Exception as exc:
+                    # the pause is gone, so nothing else would start it: the supervisor retries, as
+                    # after a failed query
+                    self.failure = failure_message(exc)
+                    self._restart_at = time.monotonic() + self._backoff.delay
+                    log.warning("flow %s: resumed, but its query did not start: %s; next attempt in %.0f s",
+                                self.name, self.failure, self._backoff.delay)
             return True
 
     @property

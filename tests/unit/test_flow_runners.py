@@ -437,3 +437,27 @@ def test_a_real_time_stop_on_a_cluster_stops_each_query_after_its_next_checkpoin
     assert "real-time queries (2) stopped right after each one's checkpoint" in caplog.text
     assert layout.read_marker(rt.ctx.flow_dir) == {"path": REAL_TIME, "start": {}}, \
         "nothing written down: the next start resumes from the checkpoints"
+
+
+def test_a_resume_whose_query_does_not_start_is_retried_not_left_stopped(tmp_path, monkeypatch, clock, caplog):
+    fr, calls = make_flow(tmp_path, monkeypatch, data_path=MICRO_BATCH)
+    fr.spark = object()  # Spark is up: resume starts the query itself
+    fr.choose_path(None)
+    fr.start_query()
+    assert fr.pause("ops") and fr.query is None
+    starts = {"fail": True}
+
+    def runner():
+        made = FakeRunner(fr.path.path, calls)
+        if starts.pop("fail", False):
+            made.start = lambda: (_ for _ in ()).throw(RuntimeError("cluster b: broker not available"))
+        return made
+
+    monkeypatch.setattr(fr, "_new_runner", runner)
+    with caplog.at_level(logging.WARNING, "sparkmirror.replicate"):
+        assert fr.resume() is True
+    assert fr.paused is None and fr.query is None and "broker not available" in fr.failure
+    assert "resumed, but its query did not start" in caplog.text
+    clock.now = fr._restart_at
+    fr.check_query()  # the supervisor's next round after the backoff
+    assert fr.query is not None and fr.query.isActive and fr._restart_at is None
