@@ -49,7 +49,39 @@ log = logging.getLogger("sparkmirror.replicate")
 __all__ = ["FlowReplicator", "FlowStats", "GRACEFUL_STOP_S", "stop_grace"]  # replicator.service reads stop_grace here
 
 
-class FlowReplicator:
+class _Pausable:
+    """FlowReplicator's pause and resume (the pause file: replicator.datapath.pause)."""
+
+    def pause(self, by: str) -> bool:
+        """Stop copying until ``resume``, across restarts; False if it was paused already."""
+        with self._query_lock:
+            if self.paused is not None:
+                return False
+            self.paused, self._restart_at = write_pause(self.checkpoint_dir, by), None
+            self._stop_query()
+            return True
+
+    def resume(self) -> bool:
+        """Copy again from where the pause stopped; False if it was not paused."""
+        with self._query_lock:
+            if self.paused is None:
+                return False
+            clear_pause(self.checkpoint_dir)
+            self.paused = None
+            if not self._closed and self.spark is not None:  # before Spark is up, the run's start starts it
+                try:
+                    self._start_query()
+                except Exception as exc:
+                    # the pause is gone, so nothing else would start it: the supervisor retries, as
+                    # after a failed query
+                    self.failure = failure_message(exc)
+                    self._restart_at = time.monotonic() + self._backoff.delay
+                    log.warning("flow %s: resumed, but its query did not start: %s; next attempt in %.0f s",
+                                self.name, self.failure, self._backoff.delay)
+            return True
+
+
+class FlowReplicator(_Pausable):
     """One flow's streaming query, given by the service: the flow's FlowConfig, its clusters'
     admin clients, ``topics`` (discover(), plan(), ensure(): the mirror topics, see
     replicator.control.topics.TopicSync) and ``starting_offsets(assignment, checkpoint_dir)``
@@ -85,34 +117,6 @@ class FlowReplicator:
         self._stop_flag = (Path(tempfile.gettempdir())
                            / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping")
         self.paused: dict | None = read_pause(self.checkpoint_dir)  # on disk: replicator.datapath.pause
-
-    def pause(self, by: str) -> bool:
-        """Stop copying until ``resume``, across restarts; False if it was paused already."""
-        with self._query_lock:
-            if self.paused is not None:
-                return False
-            self.paused, self._restart_at = write_pause(self.checkpoint_dir, by), None
-            self._stop_query()
-            return True
-
-    def resume(self) -> bool:
-        """Copy again from where the pause stopped; False if it was not paused."""
-        with self._query_lock:
-            if self.paused is None:
-                return False
-            clear_pause(self.checkpoint_dir)
-            self.paused = None
-            if not self._closed and self.spark is not None:  # before Spark is up, the run's start starts it
-                try:
-                    self._start_query()
-                except Exception as exc:
-                    # the pause is gone, so nothing else would start it: the supervisor retries, as
-                    # after a failed query
-                    self.failure = failure_message(exc)
-                    self._restart_at = time.monotonic() + self._backoff.delay
-                    log.warning("flow %s: resumed, but its query did not start: %s; next attempt in %.0f s",
-                                self.name, self.failure, self._backoff.delay)
-            return True
 
     @property
     def name(self) -> str:
