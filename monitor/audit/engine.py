@@ -25,10 +25,12 @@ from pathlib import Path
 
 from monitor.audit import persist
 from monitor.audit.book import PartitionBook, Segment, Window
+from monitor.audit.digest import compare_times
 from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget
 from monitor.audit.findings import Finding, Tally
 from monitor.audit.reader import ClusterReader
-from monitor.audit.reconcile import DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, reconcile
+from monitor.audit.reconcile import (DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, by_key, paired, reconcile,
+                                     whole)
 from monitor.loops import RoundFailures, repeat
 
 log = logging.getLogger(__name__)
@@ -202,6 +204,12 @@ class AuditEngine:
                 self.tally.add(Finding("unverifiable", topic, partition, start, None, first - start,
                                        "copied before the first offset-sync the audit saw", now))
 
+    def _is_compacted(self, topic: str) -> bool:
+        # not kept in the state file: a restarted audit asks again (a policy may change, too)
+        if topic not in self.compacted:
+            self.compacted.update(self.readers.source.compacted([topic]))
+        return self.compacted.get(topic, False)
+
     def check_log_starts(self, now: float) -> None:
         books = list(self.books.values())
         if not books:
@@ -252,6 +260,10 @@ class AuditEngine:
         dd = w.d_b - w.d_a
         # the source may hold markers or compacted gaps where it was replayed: read twice the reach
         reach = w.u_b if w.u_b - w.u_a >= dd else max(w.u_b, w.u_a + 2 * dd + 10)
+        compacted = self._is_compacted(b.topic)
+        if compacted and not w.replay:
+            # a little past u_b: a target record copied from there (a replay) must not count as the key's newest
+            reach = max(reach, w.u_b + dd + 10)
         remote = self.flow.remote(b.topic)
         # A replay (u_b below u_a) repeats [u_b, ...): the source is read from there, so that what this
         # window's first copies and the copies after d_b share is counted whole
@@ -260,16 +272,13 @@ class AuditEngine:
         s = self.readers.source.read(b.topic, b.partition, lo, reach)
         self.budgets["target"].spend(t.cost)
         self.budgets["source"].spend(s.cost)
-        compacted = self.compacted.get(b.topic, False)
-        records = s.records
-        if compacted:
-            # by key, a newest value read past what the target range holds would look missing: compare
-            # only the source offsets this window's target records can stand for
-            upto = w.u_b if w.u_b - w.u_a >= dd else w.u_a + dd
-            records = [r for r in s.records if w.u_a <= r.offset < upto]
-        outcome = reconcile(records, t.records, compacted=compacted, aligned=True)
-        if compacted and _compacted_since(records, t.records):
-            outcome.differences = []
+        # where neither cleaner has run over the ranges read, a compacted topic's window is like any other
+        cleaned = compacted and not (whole(s.records, max(lo, s.log_start), s.end)
+                                     and whole(t.records, max(w.d_a, t.log_start), t.end))
+        if cleaned:
+            self._cleaned_window(b, w, s, t, now)
+            return
+        outcome = reconcile(s.records, t.records, aligned=True)
         # source records past u_b were read only to explain a surplus: one still missing belongs to the next
         # window, and a target record paired with one as "different" is simply not from the source
         diffs = []
@@ -315,6 +324,27 @@ class AuditEngine:
         self.tally.verified(b.topic, outcome.verified, now)
         self.tally.loss_checked(max(w.u_b - w.u_a, 0), now)
 
+    def _cleaned_window(self, b: PartitionBook, w: Window, s, t, now: float) -> None:
+        """A window of a compacted topic where a cleaner has run on either side: compared by the newest
+        value per key (``reconcile.by_key``), over the source offsets the target range stands for."""
+        dd = w.d_b - w.d_a
+        upto = w.u_a + dd if w.replay else w.u_b
+        records = [r for r in s.records if w.u_a <= r.offset < upto]
+        with_time = compare_times(s.records, t.records)
+        copied = {r.identity(with_time) for r in t.records}
+        # what the target range holds of [u_b, ...) (of a replay: all it holds) is copied again after d_b
+        since = w.u_a if w.replay else w.u_b
+        replayed = [r.offset for r in s.records if r.offset >= since and r.identity(with_time) in copied]
+        outcome = by_key(records, t.records, target_whole=whole(t.records, max(w.d_a, t.log_start), t.end),
+                         same_range=not w.replay and w.u_b - w.u_a >= dd and not replayed)
+        for d in outcome.differences:
+            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
+        if replayed:
+            self.tally.add(Finding(DUPLICATED, b.topic, b.partition, replayed[0], w.d_b, len(replayed),
+                                   "copied again: the replicator went back to this offset", now))
+        self.tally.verified(b.topic, outcome.verified, now)
+        self.tally.loss_checked(max(w.u_b - w.u_a, 0), now)
+
     def check_content(self, deadline: float | None) -> None:
         chunk = self.settings.chunk
         while deadline is None or time.monotonic() < deadline:
@@ -344,9 +374,10 @@ class AuditEngine:
             tgt = [r for r in t.records if r.offset >= seg.d + cut]
         else:
             src, tgt = s.records, t.records
-        outcome = reconcile(src, tgt, compacted=self.compacted.get(b.topic, False))
-        if self.compacted.get(b.topic, False) and _compacted_since(src, tgt):
-            outcome.differences = []
+        if self._is_compacted(b.topic):
+            outcome = paired(src, tgt, seg.d - seg.u)
+        else:
+            outcome = reconcile(src, tgt)
         self.tally.verified(b.topic, outcome.verified, now)
         for d in outcome.differences:
             self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
@@ -392,11 +423,3 @@ def _replay(w: Window) -> bool:
     merged with its neighbours the repeated records would lie before the merged window's source range
     (one record back is the middle of two records written in the other order)."""
     return w.u_b < w.u_a - 1
-
-
-def _compacted_since(source: list, target: list) -> bool:
-    """Either side of a compacted topic's window has gaps: its cleaner ran, on its own schedule, since
-    the copy, so a key's newest value may be gone from one side only. Only what matches counts then."""
-    def gaps(records: list) -> bool:
-        return bool(records) and records[-1].offset - records[0].offset + 1 != len(records)
-    return gaps(source) or gaps(target)

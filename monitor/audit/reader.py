@@ -28,6 +28,7 @@ class Read:
     records: list[Seen]
     cost: int           # bytes of every record the read returned
     log_start: int      # the partition's first offset when it was read
+    end: int = 0        # the read covered [max(lo, log_start), end): ``hi``, or the log's end if lower
 
 
 class ClusterReader:
@@ -93,7 +94,7 @@ class ClusterReader:
         records: list[Seen] = []
         cost = 0
         if begin >= end:
-            return Read(records, cost, low)
+            return Read(records, cost, low, begin)
         tp = TopicPartition(topic, partition, begin)
         self._consumer.assign([tp])
         deadline = time.monotonic() + self.timeout * 3
@@ -126,7 +127,7 @@ class ClusterReader:
                     done = pos >= end  # read_committed: markers or aborted records closed the range
         finally:
             self._consumer.unassign()
-        return Read(records, cost, low)
+        return Read(records, cost, low, end)
 
     def read_syncs(self, topic: str, positions: dict[int, int]) -> tuple[list[OffsetSync], dict[int, int], int]:
         """Every offset-sync after ``positions`` (partition -> next offset) up to the end;

@@ -7,10 +7,17 @@ identities with difflib: a source record with no partner is missing (or out of
 order when it sits elsewhere in the target), a target record with no partner is a
 duplicate when it repeats a source record and foreign when it matches none.
 
-Compacted topics are compared by the newest value of each key: compaction may
-remove a key's older records on either side at any time, so only the newest per
-key within the range must agree; a key the source no longer holds in the range
-(compacted away after the copy) is not a finding.
+Compacted topics: each side's cleaner removes, on its own schedule, every record of a
+key older than a newer one of that key, wherever in the log the newer one lies, so a
+range may have lost records at its start, its end or inside, or all of them, on one
+side only. What still holds:
+
+- a one-to-one stretch pairs offsets (``paired``): a record held on both sides at
+  paired offsets must be the same; one held on one side only was cleaned on the other;
+- a window (``by_key``): a key held in the range on both sides has the same newest
+  value on both (a cleaner that removed a key's newest in the range removed all of that
+  key's older ones with it); a key held on the source only is missing only where the
+  target range lost nothing to its cleaner (every offset still there).
 """
 
 from __future__ import annotations
@@ -46,11 +53,10 @@ def _what_differs(s: Seen, t: Seen, with_time: bool) -> str:
     return "timestamp differs" if with_time and s.timestamp != t.timestamp else "differs"
 
 
-def reconcile(source: list[Seen], target: list[Seen], *, compacted: bool = False, aligned: bool = False) -> Outcome:
-    """``aligned``: never position by position (a window whose offsets did not advance alike
-    may hold a foreign record and lack one, and still be of equal length)."""
-    if compacted:
-        return _by_key(source, target)
+def reconcile(source: list[Seen], target: list[Seen], *, aligned: bool = False) -> Outcome:
+    """Ranges of a topic whose records stay where they were written (not compacted, or where no
+    cleaner has run on either side). ``aligned``: never position by position (a window whose offsets
+    did not advance alike may hold a foreign record and lack one, and still be of equal length)."""
     with_time = compare_times(source, target)
     if len(source) == len(target) and not aligned:
         return _positional(source, target, with_time)
@@ -117,7 +123,27 @@ def _aligned(source: list[Seen], target: list[Seen], with_time: bool) -> Outcome
     return out
 
 
-def _by_key(source: list[Seen], target: list[Seen]) -> Outcome:
+def paired(source: list[Seen], target: list[Seen], shift: int) -> Outcome:
+    """A one-to-one stretch of a compacted topic: source offset o was copied to o + ``shift``."""
+    out = Outcome()
+    with_time = compare_times(source, target)
+    at = {t.offset: t for t in target}
+    for s in source:
+        t = at.get(s.offset + shift)
+        if t is None:
+            continue  # cleaned on the target since the copy (or on the source, for the converse)
+        if s.identity(with_time) == t.identity(with_time):
+            out.verified += 1
+        else:
+            out.differences.append(Difference(MISMATCHED, s.offset, t.offset, _what_differs(s, t, with_time)))
+    return out
+
+
+def by_key(source: list[Seen], target: list[Seen], *, target_whole: bool, same_range: bool) -> Outcome:
+    """A window of a compacted topic. ``target_whole``: the target range still holds every offset
+    (nothing cleaned there), so a source key it lacks was not copied. ``same_range``: the target
+    range holds copies of exactly the source range (no replay, no surplus), so a key held on both
+    sides must agree on its newest value; otherwise only equal newest values are counted."""
     out = Outcome()
     with_time = compare_times(source, target)
     newest_target = {t.key: t for t in target}
@@ -125,10 +151,18 @@ def _by_key(source: list[Seen], target: list[Seen]) -> Outcome:
     for key, s in sorted(newest_source.items(), key=lambda kv: kv[1].offset):
         t = newest_target.get(key)
         if t is None:
-            out.differences.append(Difference(MISSING, s.offset, None, "key not on the target"))
+            if target_whole:
+                out.differences.append(Difference(MISSING, s.offset, None, "key not on the target"))
         elif s.identity(with_time) == t.identity(with_time):
             out.verified += 1
-        else:
+        elif same_range:
             out.differences.append(Difference(MISMATCHED, s.offset, t.offset,
                                               "newest value of the key differs: " + _what_differs(s, t, with_time)))
     return out
+
+
+def whole(records: list[Seen], lo: int, hi: int) -> bool:
+    """Whether ``records`` hold every offset of [lo, hi): nothing cleaned, no marker, no gap."""
+    if hi <= lo:
+        return not records
+    return len(records) == hi - lo and records[0].offset == lo and records[-1].offset == hi - 1

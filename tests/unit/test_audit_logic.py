@@ -11,7 +11,7 @@ from monitor.audit.book import PartitionBook, Segment, Window
 from monitor.audit.budget import ContentOrder, ReadBudget
 from monitor.audit.digest import CREATE_TIME, content_digest, seen
 from monitor.audit.findings import Finding, Tally
-from monitor.audit.reconcile import reconcile
+from monitor.audit.reconcile import by_key, paired, reconcile, whole
 from sparkmirror.errors import ConfigError
 
 
@@ -91,11 +91,39 @@ def test_aligned_tells_a_foreign_record_from_a_missing_one():
     assert kinds(reconcile(s, t, aligned=True)) == [("foreign", None, 1), ("missing", 3, None)]
 
 
-def test_compacted_topics_compare_the_newest_value_per_key():
+def test_compacted_windows_compare_the_newest_value_per_key():
     s = [rec(0, b"a1", key=b"a"), rec(5, b"b2", key=b"b"), rec(7, b"a3", key=b"a"), rec(9, b"c1", key=b"c")]
     # the target kept older values of a (not compacted yet) but the newest agree; c differs; b is missing
     t = [rec(0, b"a1", key=b"a"), rec(1, b"a3", key=b"a"), rec(2, b"cX", key=b"c")]
-    assert kinds(reconcile(s, t, compacted=True)) == [("missing", 5, None), ("mismatched", 9, 2)]
+    assert kinds(by_key(s, t, target_whole=True, same_range=True)) == [("missing", 5, None), ("mismatched", 9, 2)]
+
+
+def test_a_compacted_window_cleaned_on_the_target_lacks_keys_without_a_finding():
+    # the target's cleaner removed every record of the range (newer values lie past it): nothing is missing
+    s = [rec(i, b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(20)]
+    out = by_key(s, [], target_whole=False, same_range=True)
+    assert out.differences == [] and out.verified == 0
+    # around a replay the target's newest value of a key may come from past the source range
+    t = [rec(0, b"v0", key=b"k0"), rec(1, b"v99", key=b"k1")]
+    assert kinds(by_key(s[:2], t, target_whole=True, same_range=False)) == []
+
+
+def test_a_compacted_stretch_pairs_offsets_and_ignores_what_either_cleaner_took():
+    s = [rec(i, b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(100, 110)]
+    # the target kept only the newest of each key (its cleaner ran past the range's end); the source all
+    t = [rec(i + 400, b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(105, 110)]
+    out = paired(s, t, 400)
+    assert out.verified == 5 and out.differences == []
+    # the source cleaned, the target not: the same
+    assert paired(s[7:], [rec(i + 400, b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(100, 110)], 400).verified == 3
+    altered = t[:2] + [rec(507, b"X", key=b"k2")] + t[3:]
+    assert kinds(paired(s, altered, 400)) == [("mismatched", 107, 507)]
+
+
+def test_whole_tells_a_range_with_every_offset_from_one_with_gaps():
+    r = [rec(i, b"v") for i in (3, 4, 5)]
+    assert whole(r, 3, 6) and whole([], 4, 4)
+    assert not whole(r, 2, 6) and not whole(r, 3, 7) and not whole([], 3, 6) and not whole(r[:1] + r[2:], 3, 6)
 
 
 # --- the book ---------------------------------------------------------------------------

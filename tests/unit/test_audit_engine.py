@@ -1,0 +1,139 @@
+"""The audit engine's decisions over logs held in memory: compaction on each side's own schedule.
+
+The reads are a fake (the logic under test is the engine's: which ranges it compares and what
+it concludes); the copier below writes offset-syncs by MM2's rules (a sync at a lifetime's first
+record, at a skipped source offset, and every ``lag`` records), so the windows and stretches are
+the ones a real MM2 leaves. The real brokers and the real MM2 do the same in
+tests/integration/test_audit_mm2.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+from monitor.audit.digest import CREATE_TIME, seen
+from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
+from monitor.audit.reader import Read
+from sparkmirror.model.records import OffsetSync
+
+
+class Log:
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[bytes, bytes, int]] = {}
+        self.end = 0
+
+    def append(self, key: bytes, value: bytes, ts: int) -> int:
+        self.records[self.end] = (key, value, ts)
+        self.end += 1
+        return self.end - 1
+
+    def clean(self, upto: int) -> None:
+        """The cleaner over [0, upto): a record goes when a newer one of its key lies below ``upto``."""
+        newest = {}
+        for o in sorted(o for o in self.records if o < upto):
+            newest[self.records[o][0]] = o
+        for o in [o for o in self.records if o < upto and newest[self.records[o][0]] != o]:
+            del self.records[o]
+
+
+class Reader:
+    def __init__(self, logs: dict[str, Log], syncs: list[OffsetSync], compacted: set[str]) -> None:
+        self.logs, self.syncs, self.compacted_topics = logs, syncs, compacted
+
+    def read(self, topic, partition, lo, hi):
+        log = self.logs[topic]
+        recs = [seen(o, *log.records[o][:2], None, CREATE_TIME, log.records[o][2])
+                for o in sorted(log.records) if lo <= o < min(hi, log.end)]
+        return Read(recs, sum(r.size for r in recs), lo, max(lo, min(hi, log.end)))
+
+    def log_starts(self, keys):
+        return {k: 0 for k in keys}
+
+    def compacted(self, topics):
+        return {t: t in self.compacted_topics for t in topics}
+
+    def read_syncs(self, topic, positions):
+        seen_up_to = positions.get(0, 0)
+        return self.syncs[seen_up_to:], {0: len(self.syncs)}, 0
+
+    def close(self):
+        pass
+
+
+class MM2:
+    """Copies source records in order from an offset, with MM2's offset-sync rules, in lifetimes."""
+
+    def __init__(self, source: Log, target: Log, syncs: list, lag: int = 10) -> None:
+        self.source, self.target, self.syncs, self.lag = source, target, syncs, lag
+        self.lifetime(0)
+
+    def lifetime(self, start: int) -> None:
+        self.position, self.previous, self.last_sync_d = start, None, None
+
+    def copy(self, upto: int) -> None:
+        for u in sorted(o for o in self.source.records if self.position <= o < upto):
+            d = self.target.append(*self.source.records[u])
+            if (self.last_sync_d is None or u - self.previous != 1 or d - (self.last_sync_d + 1) >= self.lag):
+                self.syncs.append(OffsetSync("t", 0, u, d))
+                self.last_sync_d = d
+            self.previous = u
+        self.position = max(self.position, upto)
+
+
+def _produce(log: Log, n: int, keys: int, rnd: random.Random) -> None:
+    for _ in range(n):
+        i = log.end
+        log.append(b"k%d" % rnd.randrange(keys), b"v%d" % i, 1_000_000 + i)
+
+
+def test_a_compacted_copy_with_a_replay_cleaned_at_other_times_on_each_side_audits_clean():
+    for seed in range(20):
+        rnd = random.Random(seed)
+        source, target, syncs = Log(), Log(), []
+        logs = {"t": source, "src.t": target}
+        reader = Reader(logs, syncs, {"t"})
+        flow = AuditFlow("src->dst", "src", "dst", "src", "mm2-offset-syncs.dst.internal", lambda t: f"src.{t}",
+                         "read_uncommitted", False)
+        engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None, chunk=37))
+        mm2 = MM2(source, target, syncs)
+        _produce(source, 300, 20, rnd)
+        mm2.copy(300)
+        engine.round(content=False)
+        source.clean(rnd.randrange(100, 300))          # the source's cleaner, before the next copy
+        _produce(source, 300, 20, rnd)
+        committed = rnd.randrange(300, 450)
+        mm2.copy(rnd.randrange(committed, 600))       # killed here: started again from its committed offset
+        mm2.lifetime(committed)
+        mm2.copy(600)
+        engine.round(content=False)
+        target.clean(rnd.randrange(200, target.end))  # the target's cleaner, at its own point
+        source.clean(rnd.randrange(300, 600))
+        _produce(source, 50, 20, rnd)
+        mm2.copy(650)
+        for _ in range(3):
+            engine.round()
+        snap = engine.snapshot()
+        c = snap["counts"]
+        assert (c["missing"], c["mismatched"]) == (0, 0), (seed, snap["findings"][:5])
+        assert snap["unchecked_records"] == 0 and snap["pending_windows"] <= 1, (seed, snap)
+        assert c["verified"] > 0
+
+
+def test_a_value_altered_on_a_compacted_copy_is_found_where_both_sides_hold_it():
+    rnd = random.Random(7)
+    source, target, syncs = Log(), Log(), []
+    reader = Reader({"t": source, "src.t": target}, syncs, {"t"})
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_uncommitted", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None, chunk=50))
+    mm2 = MM2(source, target, syncs)
+    _produce(source, 200, 20, rnd)
+    mm2.copy(200)
+    key, _, ts = target.records[190]
+    target.records[190] = (key, b"altered", ts)
+    _produce(source, 20, 20, rnd)
+    mm2.copy(220)
+    target.clean(150)
+    for _ in range(2):
+        engine.round()
+    found = [(f["kind"], f["source_offset"], f["target_offset"]) for f in engine.snapshot()["findings"]]
+    assert found == [("mismatched", 190, 190)]
