@@ -110,6 +110,7 @@ class Workload:
         self.groups = [f"group-{g}" for g in range(groups)]
         self.start = time.time() if start is None else start
         self._base: dict[tuple[str, str], dict[Key, int]] = {}
+        self._keys: dict[str, list[Key]] = {}
 
     def remote(self, topic: str) -> str:
         return f"{SOURCE}.{topic}"
@@ -153,13 +154,12 @@ class Workload:
         """Offsets of every partition of ``alias`` that do not move (all but the busy topic's)."""
         cached = self._base.get((alias, spec))
         if cached is None:
-            value = 0 if spec == "earliest" else IDLE_RECORDS
-            cached = {}
-            for topic in self.idle_topics:
-                name = topic if alias == SOURCE else self.remote(topic)
-                cached.update(((name, p), value) for p in range(PER_TOPIC))
-            busy = BUSY if alias == SOURCE else self.remote(BUSY)
-            cached.update(((busy, p), 0) for p in range(PER_TOPIC))
+            keys = self._keys.get(alias)  # the same key tuples for both specs: less memory
+            if keys is None:
+                names = [t if alias == SOURCE else self.remote(t) for t in [*self.idle_topics, BUSY]]
+                keys = self._keys[alias] = [(name, p) for name in names for p in range(PER_TOPIC)]
+            cached = dict.fromkeys(keys, 0 if spec == "earliest" else IDLE_RECORDS)
+            cached.update((k, 0) for k in keys[-PER_TOPIC:])  # the busy topic's, from moving()
             self._base[(alias, spec)] = cached
         return cached
 
@@ -621,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
             for run in range(1, args.repeats + 1):
                 row = run_once(args, granularity, work, run)
                 row.update({"run": run, "runs": args.repeats, "batch": batch,
-                            "command": "python -m bench.monitor_generated " + " ".join(argv)})
+                            "command": "python -m bench.monitor_generated " + " ".join(a for a in argv
+                                                                                   if a != "--no-record")})
                 print(json.dumps(row), flush=True)
                 if not args.no_record:
                     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
