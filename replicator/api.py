@@ -125,8 +125,9 @@ class ControlApp:
         except ValueError:
             return 400, {"error": "the body must be a JSON object (or empty)"}
         if action == "reload":
-            result = self.controller.reload(who)
-            return (200 if result.get("ok") else 400), result
+            result = dict(self.controller.reload(who))
+            # 400: the file is refused; 500: applied, but a flow did not start; 503: stopping
+            return result.pop("http", 200 if result.get("ok") else 400), result
         flow = parts[2]
         try:
             changed = getattr(self.controller, action)(flow, who)

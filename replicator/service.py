@@ -14,7 +14,7 @@ of the replicator start and stop. ``run()`` starts these components
    refresh (mirror topics exist before any of their records is read);
 5. ``_Spark``: the Spark session, with each flow's data path chosen (``replicator.datapath.app``);
    its stop logs one summary line per flow, then stops Spark;
-6. ``_Loops`` (heartbeats): the heartbeats loops (``replicator.control.heartbeats``);
+6. ``_HeartbeatLoops``: the heartbeats loops (``replicator.control.heartbeats``), one per pair;
 7. per flow a ``_FlowRun``: its streaming query, then its topic-refresh loop, its catch-up
    progress loop (``replicator.datapath.catchup``) and its control loops (checkpoints, group
    offset sync, topic config and ACL sync: ``replicator.control.plane``);
@@ -28,12 +28,8 @@ then supervises the queries every half second until the signal; a permanent writ
 raised there stops the run.
 
 The control API (``replicator.api``, on the metrics port) and SIGHUP act on a running
-service: ``pause`` / ``resume`` one flow (``FlowReplicator.pause``: its query stops, its
-control loops and the heartbeats go on, the pause outlives a restart), and ``reload``:
-mm2.properties read again; a file ``validate`` refuses is refused the same way (its
-``FILE:LINE`` error) and nothing changes; otherwise flows no longer enabled stop (query,
-then loops), new ones start, flows whose settings changed restart on their checkpoint with
-the new settings, and the others keep their query untouched.
+service: ``pause`` / ``resume`` one flow and ``reload`` mm2.properties (``replicator.live``:
+what changes, a flow that fails to start, and why a stop always wins over a reload).
 
 On SIGTERM / Ctrl-C the components stop in reverse order: the queries first (no new batch
 is planned; the running one finishes within 10 s or is abandoned and replayed from the
@@ -64,6 +60,7 @@ from replicator.control.topics import TopicSync, ensure_internal_topic
 from replicator.datapath import catchup
 from replicator.datapath.app import SparkApp
 from replicator.datapath.flow import FlowReplicator
+from replicator.live import LiveControl
 from sparkmirror.signals import StopSignals
 from sparkmirror.errors import ConfigError, SparkmirrorError
 from replicator.kafkaclients import admin
@@ -79,8 +76,11 @@ PROGRESS_EVERY_S = 1.0
 LOOP_JOIN_S = 10.0
 
 
-class ReplicatorService:
-    """Everything ``sparkmirror replicate`` runs, for one parsed mm2.properties."""
+class ReplicatorService(LiveControl):
+    """Everything ``sparkmirror replicate`` runs, for one parsed mm2.properties (pause, resume and
+    reload: ``replicator.live``)."""
+
+    loop_join_s = LOOP_JOIN_S
 
     def __init__(self, config, checkpoint_dir: Path, settings: ReplicatorSettings | None = None,
                  master: str | None = None, ui: bool = False, metrics_listen: tuple[str, int] | None = None,
@@ -97,6 +97,9 @@ class ReplicatorService:
         self._control_lock = threading.RLock()  # one pause, resume or reload at a time
         self._reload_requested = False  # set by SIGHUP's handler (a plain store: no lock in a handler)
         self._reloaded_runs: list[_FlowRun] = []
+        self._stopping = False  # set, under the control lock, once the run's stop begins: no reload then
+        self._failed_starts: dict = {}  # flow name -> replicator.live.FailedStart
+        self._heartbeat_loops = _HeartbeatLoops(config)
 
     def run(self) -> int:
         """Start, supervise until SIGTERM / SIGINT, stop; 0 on a clean stop."""
@@ -110,10 +113,14 @@ class ReplicatorService:
             while not self.stop_event.wait(SUPERVISE_EVERY_S):
                 if self._reload_requested:
                     self._reload_requested = False
-                    self.reload("SIGHUP")
+                    self.reload_logged("SIGHUP")
+                self.retry_failed_starts()
                 self.app.supervise()
             return 0
         finally:
+            self.stop_event.set()  # a reload in progress gives up between two flows...
+            with self._control_lock:  # ...and is waited for; none starts after this
+                self._stopping = True
             components.stop()
             for run in self._reloaded_runs:  # flows a reload started: not among the components
                 run.stop(LOOP_JOIN_S)
@@ -123,15 +130,13 @@ class ReplicatorService:
         components = Components(timeout=LOOP_JOIN_S, logger=log)
         components.add(_StartUp(self))
         components.add(_MetricsEndpoint(self.metrics_listen, self))
-        topics = components.add(_HeartbeatTopics(self.config))
+        components.add(_HeartbeatTopics(self._heartbeat_loops))
         components.add(_Flows(self, enabled))
         components.add(_Spark(self.app, self.flows))
-        components.add(_Loops(self.loops_stop, [(f"heartbeats {em.flow.source}->{em.flow.target}",
-                                                 f"{em.flow.source}->{em.flow.target}", em.run)
-                                                for em in topics.emitters]), name="heartbeats")
+        components.add(self._heartbeat_loops, name="heartbeats")
         for flow in enabled:
             components.add(_FlowRun(self, flow.name), name=f"flow {flow.name}")
-        components.add(_QueriesClosed(self.app, self.loops_stop, self._runs))
+        components.add(_QueriesClosed(self.app, self.loops_stop, self._runs, self._heartbeat_loops))
         return components
 
     def _stop_grace(self) -> float:
@@ -155,135 +160,8 @@ class ReplicatorService:
     def _on_sighup(self, _signum, _frame) -> None:
         self._reload_requested = True  # the main loop reloads within SUPERVISE_EVERY_S
 
-    # --- the control API (replicator.api) --------------------------------------------------
-    def _flow(self, name: str) -> FlowReplicator:
-        for fr in self.flows:
-            if fr.name == name:
-                return fr
-        raise KeyError(name)
-
-    def flows_state(self) -> list[dict]:
-        """What GET /api/flows shows of each flow; nothing from the clients' settings (no secrets)."""
-        from sparkmirror.errors import one_line
-
-        out = []
-        for fr in list(self.flows):
-            q = fr.query
-            try:
-                active = bool(q is not None and q.isActive)
-            except Exception:
-                active = False
-            state = ("paused" if fr.paused is not None else "failed" if fr.failure and not active
-                     else "running" if active else "waiting")
-            try:
-                position = fr.copied_offsets() if active else None
-            except Exception:
-                position = None
-            out.append({
-                "flow": fr.name, "state": state, "data_path": fr.path.path, "partitions": fr.partitions,
-                "records": fr.stats.records, "bytes": fr.stats.bytes, "batches": fr.stats.batches,
-                "last_batch_at": fr.stats.last_batch_at,
-                "position": {f"{t}[{p}]": o for (t, p), o in sorted(position.items())} if position else None,
-                "paused": fr.paused, "last_error": one_line(fr.failure, 500), "query": _run_id(q) if active else None,
-            })
-        return out
-
-    def pause(self, name: str, who: str) -> bool:
-        from replicator.metrics import metrics
-
-        with self._control_lock:
-            fr = self._flow(name)
-            changed = fr.pause(who)
-            metrics().pause_state(name, fr.paused)
-            if changed:
-                log.info("flow %s: paused by %s: its query stopped, its heartbeats and checkpoints go on", name, who)
-            return changed
-
-    def resume(self, name: str, who: str) -> bool:
-        from replicator.metrics import metrics
-
-        with self._control_lock:
-            fr = self._flow(name)
-            changed = fr.resume()
-            metrics().pause_state(name, None)
-            if changed:
-                log.info("flow %s: resumed by %s", name, who)
-            return changed
-
-    def reload(self, who: str) -> dict:
-        """Read mm2.properties again and apply it (the module docstring); what changed, or why not."""
-        from sparkmirror.configfile import load_config
-        from sparkmirror.model.flowclients import translate_clients
-
-        with self._control_lock:
-            try:
-                new = load_config(self.config.path)
-                translate_clients(new)
-                if not new.enabled_flows():
-                    raise ConfigError("no flow is enabled", file=self.config.path,
-                                      hint="add a line like 'A->B.enabled = true'")
-            except SparkmirrorError as exc:
-                text = str(exc) if exc.location() else f"sparkmirror: error: {exc}"
-                log.error("reload by %s refused, every flow runs on as before: %s", who, text)
-                return {"ok": False, "error": text}
-            old = {f.name: f for f in self.config.enabled_flows()}
-            now = {f.name: f for f in new.enabled_flows()}
-            changed = sorted(n for n in old.keys() & now.keys() if self._differs(old[n], now[n], new))
-            removed, added = sorted(old.keys() - now.keys()), sorted(now.keys() - old.keys())
-            for name in removed + changed:
-                self._stop_flow(name)
-            self.config = new
-            started, failed = [], {}
-            for name in changed + added:
-                try:
-                    self._start_flow(now[name])
-                    started.append(name)
-                except SparkmirrorError as exc:
-                    failed[name] = str(exc)
-                    log.error("reload by %s: flow %s did not start: %s", who, name, exc)
-            unchanged = sorted(n for n in old.keys() & now.keys() if n not in changed)
-            log.info("reload by %s: added %s, removed %s, changed %s, unchanged %s", who, added or "-",
-                     removed or "-", changed or "-", unchanged or "-")
-            return {"ok": not failed, "added": added, "removed": removed, "changed": changed,
-                    "unchanged": unchanged, **({"failed": failed} if failed else {}),
-                    "result": "reloaded"}
-
-    def _differs(self, before, after, new_config) -> bool:
-        """Whether a flow's settings or its clients' settings changed (not where in the file they are)."""
-        if before != after:
-            return True
-        from sparkmirror.model.clients import ROLES
-
-        try:
-            return any(dict(self.config.client_config(a, role, before)) != dict(new_config.client_config(a, role, after))
-                       for a in (before.source, before.target) for role in ROLES)
-        except SparkmirrorError:
-            return True  # cannot tell: restarting the flow is the safe side
-
-    def _stop_flow(self, name: str) -> None:
-        run = self._runs.pop(name, None)
-        fr = next((f for f in self.flows if f.name == name), None)
-        if fr is not None:
-            fr.close()  # the query first: nothing is copied while the loops wind down
-        if run is not None:
-            run.stop(LOOP_JOIN_S)
-        if fr is not None:
-            log.info("summary: %s", fr.summary())
-            self.flows.remove(fr)
-
-    def _start_flow(self, flow) -> None:
-        fr = self._prepare_flow(flow)
-        fr.spark = self.app.spark
-        self.flows.append(fr)
-        self.app.fit(fr)
-        run = _FlowRun(self, flow.name)
-        try:
-            run.start()
-        except BaseException:
-            self.flows.remove(fr)
-            self._runs.pop(flow.name, None)
-            raise
-        self._reloaded_runs.append(run)
+    def _new_run(self, name: str) -> "_FlowRun":
+        return _FlowRun(self, name)
 
     def _prepare_flow(self, flow) -> FlowReplicator:
         source_admin, target_admin = admin(self.config, flow.source, flow), admin(self.config, flow.target, flow)
@@ -308,15 +186,6 @@ class ReplicatorService:
             log.warning("flow %s: topic refresh failed: %s; next attempt in %.0f s", fr.name, exc, interval)
         except Exception as exc:  # keep refreshing; the next round may succeed
             log.error("flow %s: topic refresh failed: %r", fr.name, exc)
-
-
-def _run_id(query) -> str | None:
-    """The id of this start of the query (a real-time query: of its shards, joined)."""
-    try:
-        shards = getattr(query, "queries", None)
-        return ",".join(str(q.runId) for q in shards) if shards else str(query.runId)
-    except Exception:
-        return None
 
 
 def _ensure_offset_syncs_topic(fr: FlowReplicator) -> None:
@@ -370,18 +239,79 @@ class _HeartbeatTopics:
     """The heartbeats topics, before the flows' first topic discovery; a failure is only logged
     (the heartbeats loops try again)."""
 
-    def __init__(self, config) -> None:
-        self.emitters = [HeartbeatEmitter(config, f) for f in config.flows if f.emit_heartbeats_enabled]
+    def __init__(self, loops: "_HeartbeatLoops") -> None:
+        self.loops = loops
 
     def start(self) -> None:
-        for em in self.emitters:
-            try:
-                em.prepare()
-            except SparkmirrorError as exc:
-                log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
+        for em in self.loops.emitters.values():
+            _prepare_heartbeats(em)
 
     def stop(self, timeout: float) -> None:
         pass
+
+
+def _prepare_heartbeats(em: HeartbeatEmitter) -> None:
+    try:
+        em.prepare()
+    except SparkmirrorError as exc:
+        log.error("heartbeats %s->%s: %s", em.flow.source, em.flow.target, exc)
+
+
+class _HeartbeatLoops:
+    """One heartbeats loop per pair that emits heartbeats, each with its own stop event, so that
+    a reload (``apply``) stops the pairs it removed or changed and starts the ones it added;
+    the run's stop ends them all."""
+
+    def __init__(self, config) -> None:
+        self.emitters = {_pair(f): HeartbeatEmitter(config, f) for f in config.flows if f.emit_heartbeats_enabled}
+        self.running: dict[str, tuple[threading.Event, threading.Thread]] = {}
+
+    def start(self) -> None:
+        for pair, em in self.emitters.items():
+            self._spawn(pair, em)
+
+    def _spawn(self, pair: str, em: HeartbeatEmitter) -> None:
+        stop = threading.Event()
+
+        def run():
+            logsetup.set_thread_context(flow=pair)
+            em.run(stop)
+
+        t = threading.Thread(target=run, name=f"heartbeats {pair}", daemon=True)
+        t.start()
+        self.running[pair] = (stop, t)
+
+    def apply(self, config, stopping: threading.Event) -> None:
+        """The pairs of ``config``: removed or changed ones stop, added or changed ones start."""
+        wanted = {_pair(f): f for f in config.flows if f.emit_heartbeats_enabled}
+        for pair in [p for p, em in self.emitters.items() if wanted.get(p) != em.flow]:
+            stop, t = self.running.pop(pair, (None, None))
+            if stop is not None:
+                stop.set()
+                t.join(LOOP_JOIN_S)
+            del self.emitters[pair]
+            log.info("heartbeats %s: stopped (reload)", pair)
+        for pair, flow in wanted.items():
+            if pair in self.emitters or stopping.is_set():
+                continue
+            em = self.emitters[pair] = HeartbeatEmitter(config, flow)
+            _prepare_heartbeats(em)
+            self._spawn(pair, em)
+            log.info("heartbeats %s: started (reload)", pair)
+
+    def signal(self) -> None:
+        """Every loop winds down now (with the flows' loops: their producers flush in parallel)."""
+        for stop, _t in list(self.running.values()):
+            stop.set()
+
+    def stop(self, timeout: float) -> None:
+        self.signal()
+        for _stop, t in list(self.running.values()):
+            t.join(timeout)
+
+
+def _pair(flow) -> str:
+    return f"{flow.source}->{flow.target}"
 
 
 class _Flows:
@@ -487,8 +417,8 @@ class _QueriesClosed:
     """Stopped first: every query ends for good before any loop stops, so that no topic refresh
     or supervision round can start one again while the rest stops."""
 
-    def __init__(self, app: SparkApp, loops_stop: threading.Event, runs: dict) -> None:
-        self.app, self.loops_stop, self.runs = app, loops_stop, runs
+    def __init__(self, app: SparkApp, loops_stop: threading.Event, runs: dict, heartbeats: "_HeartbeatLoops") -> None:
+        self.app, self.loops_stop, self.runs, self.heartbeats = app, loops_stop, runs, heartbeats
 
     def start(self) -> None:
         pass
@@ -498,3 +428,4 @@ class _QueriesClosed:
         self.loops_stop.set()
         for run in list(self.runs.values()):  # every flow's loops wind down at once
             run.stop_event.set()
+        self.heartbeats.signal()

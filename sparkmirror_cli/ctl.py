@@ -26,7 +26,8 @@ DEFAULT_URL = "http://127.0.0.1:9465"
 _EPILOG = """\
 exit status:
   0  done (status printed, flow paused or resumed, file reloaded)
-  1  the replicator could not be reached, or it refused (its answer is printed)
+  1  the replicator could not be reached, or it refused (its answer is printed); or the
+     reload applied the file but a flow did not start (which, and why, is printed)
   2  bad command line; or the reload was refused (the file's FILE:LINE error is printed)
 
 examples:
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(body))
     elif status == 200 and args.action == "status":
         print(_status_table(body.get("flows", [])))
-    elif status == 200 and args.action == "reload":
+    elif args.action == "reload" and "added" in body:  # applied (some flows may not have started)
         print("reloaded: " + "; ".join(f"{k} {', '.join(body.get(k) or []) or '-'}"
                                        for k in ("added", "removed", "changed", "unchanged")))
     elif status == 200:
