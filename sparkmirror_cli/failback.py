@@ -45,13 +45,15 @@ examples:
 class _Records:
     """Single records by offset, on one cluster (one consumer, assigned, never committing)."""
 
-    def __init__(self, config, cluster: str, flow) -> None:
+    def __init__(self, config, cluster: str, flow, committed: bool = False) -> None:
         from confluent_kafka import Consumer
         from replicator.kafkaclients import client_conf
 
         conf = client_conf(config, cluster, "consumer", flow)
+        # read_committed where records are compared with what the replicator copied (it reads so)
         conf.update({"group.id": f"sparkmirror-failback-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-                     "enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+                     "enable.partition.eof": True,
+                     "isolation.level": "read_committed" if committed else "read_uncommitted"})
         conf.pop("group.instance.id", None)
         self.cluster = cluster
         self._consumer = Consumer(conf)
@@ -75,6 +77,34 @@ class _Records:
                     continue
                 return msg if msg.offset() == offset else None
             raise ClusterError(f"reading offset {offset} of {topic}[{partition}] timed out", cluster=self.cluster,
+                               topic=topic)
+        finally:
+            self._consumer.unassign()
+
+    def read_range(self, topic: str, partition: int, start: int, end: int | None, timeout: float = 60.0) -> list:
+        """The records from ``start`` to ``end`` (exclusive; None: the partition's end), in order."""
+        import time
+
+        from confluent_kafka import KafkaError, TopicPartition
+
+        out: list = []
+        if end is not None and start >= end:
+            return out
+        self._consumer.assign([TopicPartition(topic, partition, max(0, start))])
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                msg = self._consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return out
+                    continue
+                if end is not None and msg.offset() >= end:
+                    return out
+                out.append(msg)
+            raise ClusterError(f"reading {topic}[{partition}] from offset {start} timed out", cluster=self.cluster,
                                topic=topic)
         finally:
             self._consumer.unassign()
@@ -132,10 +162,14 @@ def build_plans(config, forward, reverse, group: str) -> tuple[list, dict]:
         stored, _bad, _present = read_checkpoints(config, reverse, group=group)
         reverse_cps = {k: s.checkpoint for k, s in stored.get(group, {}).items()}
     dr_marks = watermarks(config, dr, forward, sorted(dr_commits))
+    on_primary = _primary_partitions(config, forward) if identity else set()
     plans = []
     for (topic, p), c in sorted(dr_commits.items()):
         if identity:
-            upstream = topic if (topic, p) in pairs or forward.topic_filter.should_replicate_topic(topic) else None
+            # the same name on both sides: a mirror only if the forward flow synced it or the primary has
+            # it; a topic dr alone has is dr's own (produced during the outage), counted, never refused
+            upstream = topic if (topic, p) in pairs or (forward.topic_filter.should_replicate_topic(topic)
+                                                        and (topic, p) in on_primary) else None
         else:
             upstream = policy.upstream_topic(topic) if policy.topic_source(topic) == primary else None
         low, high = dr_marks.get((topic, p), (0, c))
@@ -147,10 +181,9 @@ def build_plans(config, forward, reverse, group: str) -> tuple[list, dict]:
             if not syncs_present:
                 plan.refuse(f"{where} does not exist: nothing to map {topic} back with (a re-created primary?)")
             newest = pairs[(upstream, p)][-1] if pairs.get((upstream, p)) else None
-            if identity:
-                fb.mark_dr_tail(plan, newest[1] if newest else None, high)
-                if plan.basis == fb.EARLIER_BOUND and plan.check == newest:
-                    plan.reread = 0  # what follows the newest sync on the mirror was written on dr
+            if identity and newest is not None:
+                copies, own = _dr_tail(config, forward, topic, p, newest, high)
+                fb.mark_dr_tail(plan, newest, copies, own)
         elif reverse is not None and reverse.topic_filter.should_replicate_topic(topic):
             remote = reverse.policy.format_remote_topic(dr, topic)
             plan = fb.plan_reverse(topic, p, c, remote, reverse_cps.get((remote, p)),
@@ -160,6 +193,37 @@ def build_plans(config, forward, reverse, group: str) -> tuple[list, dict]:
         plans.append(plan)
     _check_primary(config, forward, plans, pairs)
     return plans, info
+
+
+def _dr_tail(config, forward, topic: str, p: int, newest: tuple[int, int] | None, dr_end: int
+             ) -> tuple[list[int], list[int]]:
+    """Which of dr's records after the newest sync are copies and which dr's own (Identity:
+    ``sparkmirror.model.failback.split_dr_tail``), read from both clusters."""
+    from sparkmirror.model import failback as fb
+
+    u, d = newest if newest is not None else (-1, -1)
+    on_dr = _Records(config, forward.target, forward, committed=True)
+    on_primary = _Records(config, forward.source, forward, committed=True)
+    try:
+        dr = [(m.offset(), _fingerprint(m)) for m in on_dr.read_range(topic, p, d + 1, dr_end)]
+        primary = [_fingerprint(m) for m in on_primary.read_range(topic, p, u + 1, None)]
+    finally:
+        on_dr.close()
+        on_primary.close()
+    return fb.split_dr_tail(dr, primary)
+
+
+def _fingerprint(msg) -> tuple:
+    return msg.key(), msg.value(), msg.timestamp()[1], tuple(msg.headers() or ())
+
+
+def _primary_partitions(config, forward) -> set[tuple[str, int]]:
+    """Every (topic, partition) the primary has now."""
+    from replicator.control.topics import list_topics
+    from replicator.kafkaclients import admin
+
+    topics = list_topics(admin(config, forward.source, forward), forward.source).topics
+    return {(name, p) for name, meta in topics.items() for p in meta.partitions}
 
 
 def _check_primary(config, forward, plans, pairs) -> None:

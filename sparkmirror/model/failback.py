@@ -206,9 +206,31 @@ def plan_dr_only(dr_topic: str, partition: int, c: int, low: int, high: int) -> 
     return plan
 
 
-def mark_dr_tail(plan: PartitionPlan, last_sync_d: int | None, dr_end: int) -> None:
-    """Under Identity the mirror topic on B also takes what B's producers wrote during the outage:
-    the records after the newest sync (and after its record) are B's own."""
-    first = (last_sync_d + 1) if last_sync_d is not None else 0
-    if dr_end > first:
-        plan.dr_only, plan.dr_only_range = dr_end - first, (first, dr_end - 1)
+def split_dr_tail(dr_records: Sequence[tuple[int, object]], primary_records: Sequence[object]
+                  ) -> tuple[list[int], list[int]]:
+    """Under Identity the mirror topic on B also takes what B's producers wrote there. Given B's
+    records after the newest sync's D, as (offset, what the record is), and A's records after its
+    U in order (what each is), which of B's are copies and which are B's own, by offset.
+
+    The copy keeps A's order, so B's records are matched against A's in turn: one equal to the
+    next of A's is its copy, any other is B's own (the copies after the newest sync number up to
+    ``offset.lag.max``, and B's own may sit between them)."""
+    copies, own = [], []
+    j = 0
+    for offset, record in dr_records:
+        if j < len(primary_records) and record == primary_records[j]:
+            copies.append(offset)
+            j += 1
+        else:
+            own.append(offset)
+    return copies, own
+
+
+def mark_dr_tail(plan: PartitionPlan, newest: tuple[int, int] | None, copies: Sequence[int],
+                 own: Sequence[int]) -> None:
+    """Count B's own records of an Identity mirror partition (``split_dr_tail``) on its plan; an
+    answer at the earlier bound of the newest sync re-reads the copies the group read past it."""
+    if own:
+        plan.dr_only, plan.dr_only_range = len(own), (own[0], own[-1])
+    if newest is not None and plan.basis == EARLIER_BOUND and plan.check == newest:
+        plan.reread = sum(1 for o in copies if o < plan.dr_offset)

@@ -11,6 +11,7 @@ One replicator run, both flows enabled (active-active), serves the whole drill:
 - the replicator stops (the primary's outage, seen from dr), the primary takes records that
   never reach dr, and G fails back: with the active-active file (reverse checkpoints) and
   with a one-way file (dr's own records counted and named instead);
+- the monitor's failback readiness of a group caught up on dr agrees with the command;
 - ``--apply`` is refused while G is active on the primary, then commits; G reads on at the
   primary: every record read once at least, none skipped, re-reads at most offset.lag.max;
 - a primary topic re-created after the failover (truncated) is refused by name, and
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -31,6 +33,7 @@ from sparkmirror.model import failback as fb
 from sparkmirror.model.records import Checkpoint, OffsetSync
 from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
+from tests.support.monitor import RunningMonitor, sample
 from tests.support.replicator import Replicator, write_config
 from tests.support.waiting import wait_until
 
@@ -251,6 +254,23 @@ def test_failover_then_failback(drill):
     table = run_cli("failback", d["both"], "--from", "dr", "--to", "primary", "--group", group)
     assert table.returncode == 0 and "PRIMARY OFFSET" in table.stdout and remote in table.stdout, table.stderr
 
+    # The monitor, on what it reads anyway, agrees with the command for a group caught up on dr.
+    caught_up = f"fb-mon-{u}"
+    ends = {q: _read_from(dr, remote, {q: 0})[q][-1][0] + 1 for q in range(PARTS)}
+    _commit(dr, caught_up, {(remote, q): o for q, o in ends.items()})
+    said = json.loads(run_cli("failback", d["oneway"], "--from", "dr", "--to", "primary", "--group", caught_up,
+                              "--json").stdout)
+    with RunningMonitor(Path(d["oneway"])) as mon:
+        def verdict(status):
+            f = next(f for f in status["flows"] if f["name"] == "primary->dr")
+            return next((g for g in f["failback"] if g["group"] == caught_up), None)
+
+        seen = mon.wait_for(verdict, 30, what="the monitor's failback verdict of the caught-up group")
+        assert seen["ready"] and "can fail back to primary now" in seen["summary"], seen
+        assert {(p["target_topic"], p["partition"]): p["offset"] for p in seen["partitions"]} == {
+            (r["dr_topic"], r["partition"]): r["primary_offset"] for r in said["partitions"]}
+        assert sample(mon.metrics(), "sparkmirror_failback_ready", flow="primary->dr", group=caught_up) == 1
+
     # One-way: dr's own records are not on the primary: counted and named.
     one = run_cli("failback", d["oneway"], "--from", "dr", "--to", "primary", "--group", oneway_group)
     assert one.returncode == 0, one.stdout + one.stderr
@@ -314,3 +334,18 @@ def test_a_primary_recreated_after_failover_is_refused_by_name(drill):
     assert "truncated or re-created" in refused.stdout and "earliest" in refused.stdout
     assert "nothing committed" in refused.stderr
     assert _committed(primary, group, cut) == {}
+
+
+def test_under_identity_a_topic_only_dr_has_is_counted_not_refused(drill, tmp_path):
+    d = drill
+    primary, dr, u = d["primary"], d["dr"], d["u"]
+    own, group = f"fbown-{u}", f"fb-own-{u}"
+    create_topic(dr, own, 1)
+    produce(dr, own, [{"value": f"o{i}".encode()} for i in range(40)])
+    _commit(dr, group, {(own, 0): 30})
+    identity = write_config(tmp_path / "identity.properties", primary, dr, {
+        "primary->dr.topics": f"fb-{u}|fbown-{u}",
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"})
+    out = run_cli("failback", str(identity), "--from", "dr", "--to", "primary", "--group", group)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"not on primary: 40 record(s) of {own}[0] (offsets 0..39) were produced on dr" in out.stdout

@@ -123,9 +123,25 @@ def test_records_on_the_dr_side_only_are_counted_and_named():
     assert (plan.dr_only, plan.dr_only_range, plan.primary_offset) == (80, (0, 79), None)
     assert plan.as_json()["dr_only_offsets"] == [0, 79]
     mirror = fb.plan_mirror("orders", 0, 130, "orders", [(0, 0), (119, 119)], pre_failover=None,
-                            one_to_one_windows=True)
-    fb.mark_dr_tail(mirror, 119, 140)
-    assert (mirror.dr_only, mirror.dr_only_range, mirror.primary_offset) == (20, (120, 139), 120)
+                            one_to_one_windows=False)
+    # after the newest sync (119, 119): 5 more copies (120..124, the primary's 120..124), then dr's own
+    copies, own = fb.split_dr_tail([(o, f"A{o}") for o in range(120, 125)] + [(o, f"D{o}") for o in range(125, 140)],
+                                   [f"A{u}" for u in range(120, 128)])
+    assert (copies, own) == (list(range(120, 125)), list(range(125, 140)))
+    fb.mark_dr_tail(mirror, (119, 119), copies, own)
+    assert (mirror.dr_only, mirror.dr_only_range, mirror.primary_offset) == (15, (125, 139), 120)
+    assert mirror.reread == 5  # the copies 120..124 it read on dr are read again on the primary
+
+
+def test_under_identity_dr_records_between_the_copies_are_dr_s_own():
+    # dr's producers wrote D1, D2 between the copies of A120 and A121; the group read up to 124
+    copies, own = fb.split_dr_tail([(120, "A120"), (121, "D1"), (122, "D2"), (123, "A121"), (124, "A122")],
+                                   ["A120", "A121", "A122", "A123"])
+    assert (copies, own) == ([120, 123, 124], [121, 122])
+    plan = fb.plan_mirror("orders", 0, 124, "orders", [(0, 0), (119, 119)], pre_failover=None,
+                          one_to_one_windows=False)
+    fb.mark_dr_tail(plan, (119, 119), copies, own)
+    assert (plan.primary_offset, plan.reread, plan.dr_only, plan.dr_only_range) == (120, 2, 2, (121, 122))
 
 
 def test_under_identity_a_window_that_only_looks_one_to_one_maps_to_its_earlier_bound():
