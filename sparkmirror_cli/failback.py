@@ -22,6 +22,7 @@ import sys
 import uuid
 
 from sparkmirror.errors import ClusterError
+from sparkmirror_cli.applied import commit_reporting
 from sparkmirror_cli.translate import table as _table
 
 EXIT_NOTHING = 1
@@ -335,9 +336,11 @@ def run(args: argparse.Namespace) -> int:
             todo = sorted({(pl.primary_topic, pl.partition): pl.primary_offset for pl in plans
                            if pl.primary_offset is not None
                            and current.get((pl.primary_topic, pl.partition)) != pl.primary_offset}.items())
+            to_admin = admin(config, args.to, forward)
             try:
-                commit_offsets(admin(config, args.to, forward), args.to, args.group,
-                               [(t, p, o, "") for (t, p), o in todo])
+                commit_reporting(lambda: commit_offsets(to_admin, args.to, args.group,
+                                                        [(t, p, o, "") for (t, p), o in todo]),
+                                 to_admin, args.to, args.group, dict(todo))
             except ClusterError as exc:
                 if args.json:
                     report["applied"] = {"refused": str(exc)}

@@ -18,6 +18,7 @@ import sys
 import time
 
 from sparkmirror.errors import ClusterError
+from sparkmirror_cli.applied import commit_reporting
 
 EXIT_NO_CHECKPOINTS = 1
 EXIT_GROUP_ACTIVE = 3
@@ -91,9 +92,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     if args.apply:
         target_admin = admin(config, flow.target, flow)
+        wanted = {k: s.checkpoint.downstream_offset for k, s in mine.items()}
         try:
-            committed, kept = commit_checkpoints(target_admin, flow.target, args.group,
-                                                 {k: s.checkpoint for k, s in mine.items()})
+            committed, kept = commit_reporting(
+                lambda: commit_checkpoints(target_admin, flow.target, args.group,
+                                           {k: s.checkpoint for k, s in mine.items()}),
+                target_admin, flow.target, args.group, wanted)
         except ClusterError as exc:
             if args.json:
                 report["applied"] = {"refused": str(exc)}
