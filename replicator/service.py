@@ -243,7 +243,7 @@ class _HeartbeatTopics:
         self.loops = loops
 
     def start(self) -> None:
-        for em in self.loops.emitters.values():
+        for em in self.loops.make().values():
             _prepare_heartbeats(em)
 
     def stop(self, timeout: float) -> None:
@@ -263,11 +263,18 @@ class _HeartbeatLoops:
     the run's stop ends them all."""
 
     def __init__(self, config) -> None:
-        self.emitters = {_pair(f): HeartbeatEmitter(config, f) for f in config.flows if f.emit_heartbeats_enabled}
+        self.config = config
+        self.emitters: dict[str, HeartbeatEmitter] | None = None  # made at the run's start (their clients)
         self.running: dict[str, tuple[threading.Event, threading.Thread]] = {}
 
+    def make(self) -> dict[str, HeartbeatEmitter]:
+        if self.emitters is None:
+            self.emitters = {_pair(f): HeartbeatEmitter(self.config, f) for f in self.config.flows
+                             if f.emit_heartbeats_enabled}
+        return self.emitters
+
     def start(self) -> None:
-        for pair, em in self.emitters.items():
+        for pair, em in self.make().items():
             self._spawn(pair, em)
 
     def _spawn(self, pair: str, em: HeartbeatEmitter) -> None:
@@ -284,7 +291,8 @@ class _HeartbeatLoops:
     def apply(self, config, stopping: threading.Event) -> None:
         """The pairs of ``config``: removed or changed ones stop, added or changed ones start."""
         wanted = {_pair(f): f for f in config.flows if f.emit_heartbeats_enabled}
-        for pair in [p for p, em in self.emitters.items() if wanted.get(p) != em.flow]:
+        self.config = config
+        for pair in [p for p, em in self.make().items() if wanted.get(p) != em.flow]:
             stop, t = self.running.pop(pair, (None, None))
             if stop is not None:
                 stop.set()
