@@ -52,10 +52,10 @@ class GroupOffsetCollector:
             if mine:
                 offsets[group] = mine
         self.state.set_group_offsets(self.flow.name, offsets, started)
-        if self.target is not None:
-            await self._refresh_target(watched)
         if self.timestamps is not None:
             await self.timestamps.refresh(self.flow.name)
+        if self.target is not None:  # last: a target that is down costs the failover figures nothing
+            await self._refresh_target(watched)
 
     async def _refresh_target(self, watched) -> None:
         """The groups' commits on the target's mirror partitions: who could fail back (monitor.failback)."""
