@@ -5,7 +5,8 @@ One replicator run copies every flow of a set of clusters at once, and one monit
 for each flow (a version pair) the test checks that records, keys, headers, timestamps and order
 are identical, that the offset-syncs are exact, that checkpoints and the group offset sync land,
 that topic configs and ACLs are synced (a config the target's version does not know is reported
-and left out, not fatal), and that the monitor shows the flow caught up with heartbeats.
+and left out, not fatal), and that the monitor shows the flow caught up with heartbeats. On the
+3.9 target, a record larger than its mirror topic allows stops the flow by name, skipping nothing.
 
 The default run checks the core pairs (3.9 KRaft -> newest, 3.9 on ZooKeeper -> newest, newest
 -> 3.9); newest -> newest is what every other test runs. The whole matrix, the previous 4.x line
@@ -165,6 +166,38 @@ def _check_flow(source, target, s: Side, t: Side, sent: list[dict], replicator: 
     return seen
 
 
+def _rejected_record(source, target, work) -> str:
+    """A record the older target refuses (larger than its mirror topic's max.message.bytes) stops the
+    flow with the error naming topic, partition, offset and cluster, and nothing after it is copied."""
+    work.mkdir()
+    topic = "large"
+    create_topic(source.bootstrap, topic, 1)
+    create_topic(target.bootstrap, f"{K_NEW.alias}.{topic}", 1, config={"max.message.bytes": "2000"})
+    produce(source.bootstrap, topic, [{"key": b"k", "value": b"small-%d" % i} for i in range(3)]
+            + [{"key": b"k", "value": b"B" * 5000}] + [{"key": b"k", "value": b"after"}])
+    config = work / "mm2.properties"
+    config.write_text(f"clusters = {K_NEW.alias}, {K_OLD.alias}\n"
+                      f"{K_NEW.alias}.bootstrap.servers = {source.bootstrap}\n"
+                      f"{K_OLD.alias}.bootstrap.servers = {target.bootstrap}\n"
+                      f"{K_NEW.alias}->{K_OLD.alias}.enabled = true\n{K_NEW.alias}->{K_OLD.alias}.topics = {topic}\n"
+                      "replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+                      "checkpoints.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n")
+    rep = Replicator(config, work / "checkpoints", work / "replicator.log").start()
+    try:
+        code = rep.wait(180)
+    finally:
+        if rep.running():
+            rep.kill9()
+    log = rep.log()
+    assert code == 1, log[-3000:]
+    error = next(line for line in log.splitlines() if line.startswith("sparkmirror: error:"))
+    for part in (f"topic {topic}", "partition 0", "offset 3", f"cluster {K_OLD.alias}"):
+        assert part in error, error
+    mirrored = [m.value() for m in consume_all(target.bootstrap, f"{K_NEW.alias}.{topic}")]
+    assert mirrored == [b"small-%d" % i for i in range(len(mirrored))]
+    return f"stopped the flow naming offset 3 and cluster {K_OLD.alias}; {len(mirrored)} of 3 records before it copied"
+
+
 @pytest.mark.parametrize("pairs", [pytest.param(CORE, id="core"),
                                    pytest.param(PREVIOUS_LINE, id="previous-line", marks=pytest.mark.compat),
                                    pytest.param(NEWEST_BROKERS, id="newest-brokers", marks=pytest.mark.compat)])
@@ -204,6 +237,9 @@ def test_every_version_pair_copies_syncs_and_is_watched(pairs, tmp_path):
             flow = flows[f"{s.alias}->{t.alias}"]
             seen["monitor"] = f"{flow['status']}, lag 0"
         log = replicator.log()
+        if (K_NEW, K_OLD) in pairs:
+            rows.append((K_NEW, K_OLD, {"record the target rejects": _rejected_record(
+                clusters[K_NEW.alias], clusters[K_OLD.alias], tmp_path / "rejected")}))
         _ADMINS.clear()  # before the brokers stop: a client left to the GC then waits on them
     width = max(len(f"{s} -> {t}") for s, t, _ in rows)
     print("\nsource -> target (Kafka versions): what each check saw")
