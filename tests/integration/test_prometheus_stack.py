@@ -2,8 +2,10 @@
 
 A harness test of the stack, not of the monitor: a small prometheus_client
 exporter started here serves every metric of ``sparkmirror.metrics`` for a healthy
-flow, a broken one (every alert condition true), a slow one and one paused on
-purpose five hours ago, in place of the real monitor and replicator. Against it, a real Prometheus (1 s scrape and evaluation) proves that
+flow, a broken one (every alert condition true), a slow one, one paused on
+purpose five hours ago, one paused when the stack starts (its heartbeats and lag
+age from then on) and two that a test breaks at once, in place of the real
+monitor and replicator. Against it, a real Prometheus (1 s scrape and evaluation) proves that
 
 - every PromQL expression of every dashboard panel parses and returns data, and
   every template variable lists values;
@@ -11,14 +13,20 @@ purpose five hours ago, in place of the real monitor and replicator. Against it,
   and its expression returns data once its condition is induced;
 - the page (heartbeats stopped) travels Prometheus -> Alertmanager -> webhook
   within its ``for`` plus the scrape and evaluation intervals and the group
-  wait, and its resolution arrives too.
+  wait, and its resolution arrives too;
+- through a second Alertmanager running the committed alerts/alertmanager.yml
+  as it is (only its receivers point at this test's webhook): one incident
+  (heartbeats stopped, budget burning, the audit finding records missing on
+  one flow) pages once while another flow's page still arrives, and a flow
+  paused on purpose pages nobody while the warning for a forgotten pause
+  (the test config's ``flow_paused_warn_seconds``) opens a ticket.
 
 The rule file is the committed one except that the page's ``for`` is shortened
 to a few seconds (same expression, same annotations) and the burn-rate limits of
 the recovery-point objectives are lowered (a fresh flow's windows count from when
 recording began, so the committed 14.4x needs the broken flow bad for a minute,
-the 1x over 3 days for four), so the test stays fast. Both fake flows have the
-default objective: the fixed lag alerts, the fallback for flows without one,
+the 1x over 3 days for four) and a pause warns after 20 s, so the test stays fast.
+Every fake flow has the default objective: the fixed lag alerts, the fallback for flows without one,
 must stay inactive although their lag condition is induced.
 The measured times are written to test-artifacts/alert-timing.json.
 """
@@ -55,6 +63,15 @@ HEALTHY, BROKEN = "primary->dr", "broken->dr"
 PAUSED = "paused->dr"
 #: A flow whose replicator runs (heartbeats arrive) but falls behind its objective when a test says so.
 SLOW = "slow->dr"
+#: Paused on purpose when the stack starts: its heartbeats age and its lag grows from then on, so its
+#: heartbeats page and budget burn fire in Prometheus while the pause inhibits them.
+PAUSING = "pausing->dr"
+#: Healthy until the one-incident test stops its heartbeats, burns its budget and has the audit find
+#: records missing on it; OTHER's heartbeats stop at the same time (a different flow's page).
+INCIDENT, OTHER = "incident->dr", "other->dr"
+FLOWS = (HEALTHY, BROKEN, SLOW, PAUSED, PAUSING, INCIDENT, OTHER)
+#: Flows no alert may be active for unless a test induces it.
+QUIET_FLOWS = frozenset({HEALTHY, SLOW, PAUSED, INCIDENT, OTHER})
 PAGE = "SparkmirrorHeartbeatsStopped"
 CLUSTER_ALERT = "SparkmirrorClusterUnreachable"
 #: Alerts of the broken flow the inhibition test waits for (their `for` shortened to seconds here).
@@ -75,8 +92,12 @@ BURNS = frozenset({"SparkmirrorRPOBudgetBurn", "SparkmirrorRPOBudgetBurnSlow"})
 QUIET = {"SparkmirrorLagHigh": f" unless on(flow) {slo.OBJECTIVE}",
          "SparkmirrorLagGrowing": f" unless on(flow) {slo.OBJECTIVE}",
          "SparkmirrorRPOBudgetBurn": ' unless on(flow) max_over_time(ALERTS{alertname="SparkmirrorHeartbeatsStopped"}[5m])'}
+#: A forgotten pause warns after this long here (4 h in the committed rules): a configured limit of
+#: the test's mixin config, as a deployment sets its own.
+PAUSE_WARN_SECONDS = 20
 FAST_BURNS = replace(mixin.DEFAULT, thresholds=replace(
-    mixin.DEFAULT.thresholds, rpo_fast_burn=BURN_LIMIT, rpo_slow_burn=BURN_LIMIT, rpo_steady_burn=BURN_LIMIT))
+    mixin.DEFAULT.thresholds, rpo_fast_burn=BURN_LIMIT, rpo_slow_burn=BURN_LIMIT, rpo_steady_burn=BURN_LIMIT,
+    flow_paused_warn_seconds=PAUSE_WARN_SECONDS))
 #: The rules as this stack's Prometheus has them.
 RULES = build(FAST_BURNS)
 GROUP_WAIT_SECONDS = GROUP_INTERVAL_SECONDS = 1
@@ -90,20 +111,20 @@ class FakeMonitor:
     """
 
     LABELS = {
-        "flow": (HEALTHY, BROKEN, SLOW, PAUSED), "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
+        "flow": FLOWS, "cluster": ("primary", "dr", "broken"), "status": m.STATUSES,
         "topic": ("orders",), "partition": ("0",), "group": ("billing",), "collector": ("offsets",),
         "record_type": ("heartbeat",), "version": ("harness",), "granularity": ("partition",),
         "source": ("primary", "broken"), "target": ("dr",), "reason": m.FAILOVER_REASONS,
         "kind": ("loss", "content"),
     }
     #: The flows' clusters (sparkmirror_flow_info): the broken flow's source is the unreachable cluster.
-    CLUSTERS = {HEALTHY: ("primary", "dr"), BROKEN: ("broken", "dr"), SLOW: ("primary", "dr"),
-                PAUSED: ("primary", "dr")}
+    CLUSTERS = {**{flow: ("primary", "dr") for flow in FLOWS}, BROKEN: ("broken", "dr")}
 
     def __init__(self) -> None:
         self.started = time.time()
-        self.heartbeat_age = {HEALTHY: 1.0, SLOW: 1.0}
-        self.lag_seconds = {HEALTHY: 0.5, SLOW: 0.5}
+        self.heartbeat_age = {flow: 1.0 for flow in FLOWS}
+        self.lag_seconds = {flow: 0.5 for flow in FLOWS}
+        self.audit_missing_since: dict[str, float] = {}  # flow -> when the audit began finding records missing
         self.lock = threading.Lock()
 
     def set_heartbeat_age(self, flow: str, seconds: float) -> None:
@@ -113,6 +134,11 @@ class FakeMonitor:
     def set_lag_seconds(self, flow: str, seconds: float) -> None:
         with self.lock:
             self.lag_seconds[flow] = seconds
+
+    def find_records_missing(self, flow: str) -> None:
+        """From now on the audit counts records of the flow missing on the target (3 a second)."""
+        with self.lock:
+            self.audit_missing_since[flow] = time.time()
 
     def describe(self):
         return []
@@ -136,9 +162,13 @@ class FakeMonitor:
             yield family
 
     def _value(self, spec, labels, broken: bool, now: float, t: float) -> float:
+        flow = labels.get("flow")
         with self.lock:
-            age = 1000.0 if broken else self.heartbeat_age.get(labels.get("flow"), 1.0)
-            lag = 1000.0 if broken else self.lag_seconds.get(labels.get("flow"), 0.5)
+            age = 1000.0 if broken else self.heartbeat_age.get(flow, 1.0)
+            lag = 1000.0 if broken else self.lag_seconds.get(flow, 0.5)
+            missing_since = self.audit_missing_since.get(flow)
+        if flow == PAUSING:  # nothing crosses since the pause (20 s behind then): no heartbeat arrives,
+            age, lag = t + 0.5, t + 20  # the oldest record waits, and the budget burns before the page would
         # the broken flow is in every bad status at once, so that every status rule has its condition
         bad = labels.get("status") in ("STALL", "STOP", "ERR")
         table = {
@@ -184,12 +214,12 @@ class FakeMonitor:
             m.PARTITION_CATCHUP_ETA: float("inf") if broken else 5.0,
             m.FLOW_CATCHUP_RATE: -100.0 if broken else 2.0,
             m.PARTITION_CATCHUP_RATE: -100.0 if broken else 2.0,
-            m.AUDIT_MISSING: 5 * t if broken else 0.0,
+            m.AUDIT_MISSING: 5 * t if broken else (3 * (now - missing_since) if missing_since else 0.0),
             m.AUDIT_MISMATCHED: 2 * t if broken else 0.0,
             m.AUDIT_DUPLICATED: 3 * t if broken else 0.0,
             m.AUDIT_COVERAGE: 1.0,
-            m.REPLICATOR_FLOW_PAUSED: float(labels.get("flow") == PAUSED),
-            m.REPLICATOR_FLOW_PAUSED_SINCE: now - 5 * 3600 if labels.get("flow") == PAUSED else now,
+            m.REPLICATOR_FLOW_PAUSED: float(flow in (PAUSED, PAUSING)),
+            m.REPLICATOR_FLOW_PAUSED_SINCE: {PAUSED: now - 5 * 3600, PAUSING: self.started}.get(flow, now),
         }
         if spec in table:
             return table[spec]
@@ -212,8 +242,10 @@ def _combinations(names: tuple[str, ...], values: dict[str, tuple[str, ...]]):
 
 
 class Stack:
-    def __init__(self, fake, prometheus, alertmanager, webhook) -> None:
+    def __init__(self, fake, prometheus, alertmanager, webhook, shipped, pager) -> None:
         self.fake, self.prometheus, self.alertmanager, self.webhook = fake, prometheus, alertmanager, webhook
+        #: the committed alertmanager.yml as it is (routes, group_by, timers, inhibition), and its receivers
+        self.shipped, self.pager = shipped, pager
 
 
 @pytest.fixture(scope="module")
@@ -236,18 +268,23 @@ def stack(tmp_path_factory):
                                       group_interval=f"{GROUP_INTERVAL_SECONDS}s",
                                       group_by=tuple(committed["route"]["group_by"]),
                                       inhibit_rules=committed["inhibit_rules"])
+    pager = WebhookReceiver().start()
+    shipped = AlertmanagerServer.shipped(base / "alertmanager-shipped", pager.url)
     prometheus = PrometheusServer(
         base / "prometheus", {MONITOR_JOB: [f"127.0.0.1:{exporter_port}", dead_monitor]}, [rules],
-        alertmanager=alertmanager.url, scrape_interval=f"{SCRAPE_SECONDS}s",
+        alertmanager=[alertmanager.url, shipped.url], scrape_interval=f"{SCRAPE_SECONDS}s",
         evaluation_interval=f"{EVALUATION_SECONDS}s")
     try:
         alertmanager.start()
+        shipped.start()
         prometheus.start()
-        yield Stack(fake, prometheus, alertmanager, webhook)
+        yield Stack(fake, prometheus, alertmanager, webhook, shipped, pager)
     finally:
         prometheus.stop()
         alertmanager.stop()
+        shipped.stop()
         webhook.stop()
+        pager.stop()
         server.shutdown()
         server.server_close()
 
@@ -261,10 +298,15 @@ def test_every_dashboard_expression_parses_and_returns_data(stack):
         if not stack.prometheus.wait_for_data(expr, timeout=15):
             empty.append(f"{item.dashboard} / {item.panel} / {item.ref_id}: {expr}")
     assert not empty, "dashboard expressions without data:\n" + "\n".join(empty)
+    # the overview's alert table lists every rule's alerts: the audit's page of the broken flow among them
+    (table,) = [item for item in expressions if item.panel == "Firing alerts"]
+    listed = wait_until(lambda: {(r["metric"]["alertname"], r["metric"].get("flow")) for r in stack.prometheus.query(
+        queries.instantiate(table.expr))} >= {("SparkmirrorReplicationAuditFailed", BROKEN)}, 15, interval=0.5,
+        what="the audit's alert in the overview's Firing alerts table")
+    assert listed
     health = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(
         queries.instantiate(queries.flow_status_code().expr))}
-    assert health == {HEALTHY: m.STATUS_CODES["OK"], BROKEN: m.STATUS_CODES["ERR"], SLOW: m.STATUS_CODES["OK"],
-                      PAUSED: m.STATUS_CODES["OK"]}
+    assert health == {**{flow: m.STATUS_CODES["OK"] for flow in FLOWS}, BROKEN: m.STATUS_CODES["ERR"]}
 
 
 def test_every_template_variable_lists_values(stack):
@@ -273,7 +315,7 @@ def test_every_template_variable_lists_values(stack):
         selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
         values = stack.prometheus.label_values(label, queries.instantiate(selector))
         assert values, f"variable {name}: {query} lists nothing"
-    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted([HEALTHY, BROKEN, SLOW, PAUSED])
+    assert stack.prometheus.label_values("flow", m.FLOW_STATUS.name) == sorted(FLOWS)
 
 
 def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
@@ -306,9 +348,9 @@ def test_every_alert_rule_loads_and_fires_on_its_induced_condition(stack):
         assert rule["state"] in ("pending", "firing"), f"{name} is {rule['state']} with its condition induced"
         flows = {a["labels"].get("flow") for a in rule["alerts"]}
         if name.startswith("SparkmirrorFlowPaused"):
-            assert flows == {PAUSED}, f"{name} is active for {flows}"
+            assert PAUSED in flows and flows <= {PAUSED, PAUSING}, f"{name} is active for {flows}"
         else:
-            assert not {HEALTHY, SLOW, PAUSED} & flows, f"{name} is active for a healthy flow"
+            assert not QUIET_FLOWS & flows, f"{name} is active for a healthy flow"
 
 
 def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_apart(stack):
@@ -322,9 +364,10 @@ def test_every_recording_rule_evaluates_with_data_and_the_sli_tells_the_flows_ap
     assert all(r["health"] == "ok" for r in recorded), [(r["name"], r.get("lastError")) for r in recorded]
     for name in sorted(names):
         result = stack.prometheus.wait_for_data(name, timeout=15)
-        assert {r["metric"]["flow"] for r in result} == {HEALTHY, BROKEN, SLOW, PAUSED}, f"{name}: {result}"
+        assert {r["metric"]["flow"] for r in result} == set(FLOWS), f"{name}: {result}"
     good = {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.GOOD)}
-    assert good == {HEALTHY: 1.0, BROKEN: 0.0, SLOW: 1.0, PAUSED: 1.0}
+    assert {flow: good[flow] for flow in (HEALTHY, BROKEN, SLOW, PAUSED)} == {HEALTHY: 1.0, BROKEN: 0.0, SLOW: 1.0,
+                                                                             PAUSED: 1.0}
 
     def budget() -> dict:
         return {r["metric"]["flow"]: float(r["value"][1]) for r in stack.prometheus.query(slo.BUDGET_REMAINING)}
@@ -442,3 +485,102 @@ def test_an_unreachable_cluster_pages_once_and_inhibits_the_alerts_of_its_flows(
                 for a in n.alerts() if a["status"] == "firing"}
     assert (CLUSTER_ALERT, None) in notified
     assert not {(name, BROKEN) for name in flow_alerts} & notified, notified
+
+
+AUDIT = "SparkmirrorReplicationAuditFailed"
+BURN = "SparkmirrorRPOBudgetBurn"
+
+
+def _pages(stack: Stack, flow: str, after: float = 0.0) -> list:
+    """Notifications the shipped Alertmanager sent to its pager receiver for ``flow``'s group."""
+    return [n for n in stack.pager.notifications if n.received_monotonic >= after and n.receiver == "pager"
+            and n.group_labels.get("flow") == flow]
+
+
+def test_one_incident_pages_once_and_another_flows_page_still_arrives(stack):
+    """The shipped alertmanager.yml as it is (its group_by, group_wait, inhibition): INCIDENT's heartbeats
+    stop, its budget burns past the page's limit and the audit finds its records missing, all at once;
+    OTHER's heartbeats stop too. The pager receives one notification for INCIDENT, whose Alertmanager
+    group holds the heartbeats page and the audit's (never inhibited, paged with it, not after it),
+    and one for OTHER. promtool cannot show this: it tests rules, not Alertmanager."""
+    prom = stack.prometheus
+    started = time.monotonic()
+    for flow in (INCIDENT, OTHER):
+        stack.fake.set_heartbeat_age(flow, 10 * HEARTBEAT_TIMEOUT)
+    stack.fake.set_lag_seconds(INCIDENT, 1000.0)
+    try:
+        firing = f'ALERTS{{alertname="{PAGE}",alertstate="firing",flow="{INCIDENT}"}}'
+        assert prom.wait_for_data(firing, timeout=30), f"{PAGE} of {INCIDENT} does not fire"
+        # the audit notices the gap as the page goes out (a finding that comes later joins the same group)
+        stack.fake.find_records_missing(INCIDENT)
+        burning = f'{slo.burn_rate("1h")}{{flow="{INCIDENT}"}} > {BURN_LIMIT} and {slo.burn_rate("5m")} > {BURN_LIMIT}'
+        assert prom.wait_for_data(burning, timeout=15), "the incident's budget does not burn"
+        assert prom.wait_for_data(f'ALERTS{{alertname="{AUDIT}",alertstate="firing",flow="{INCIDENT}"}}', 15)
+
+        def grouped():
+            for group in stack.shipped.groups():
+                if group["labels"] == {"flow": INCIDENT} and group["receiver"]["name"] == "pager":
+                    names = {a["labels"]["alertname"] for a in group["alerts"]}
+                    if {PAGE, AUDIT} <= names:
+                        return group
+            return None
+
+        group = wait_until(grouped, 20, interval=0.5, what=f"{PAGE} and {AUDIT} of {INCIDENT} in one pager group",
+                           details=lambda: json.dumps(stack.shipped.groups())[:3000])
+        states = {a["labels"]["alertname"]: a["status"]["state"] for a in group["alerts"]}
+        assert states[PAGE] == states[AUDIT] == "active", states
+        other = stack.pager.wait_for(lambda n: n.receiver == "pager" and n.group_labels.get("flow") == OTHER
+                                     and any(a["status"] == "firing" for a in n.alerts(alertname=PAGE)),
+                                     timeout=30, after=started)
+        assert other is not None, f"no page for {OTHER}:\n{stack.shipped.log_tail()}"
+        # past the group's wait for the last of them, and more: still the one notification
+        time.sleep(5 + 2 * EVALUATION_SECONDS + 3)
+        pages = _pages(stack, INCIDENT, after=started)
+        assert len(pages) == 1, [(n.received_monotonic - started, [a["labels"]["alertname"] for a in n.alerts()])
+                                 for n in pages]
+        (page,) = pages
+        sent = {a["labels"]["alertname"] for a in page.alerts() if a["status"] == "firing"}
+        assert PAGE in sent and not sent & BURNS, sent
+        assert all(a["labels"]["severity"] == "critical" for a in page.alerts())
+        print(f"\none incident: one page for {INCIDENT} after {page.received_monotonic - started:.1f} s with "
+              f"{sorted(sent)}; group at Alertmanager: {states}; {OTHER} paged after "
+              f"{other.received_monotonic - started:.1f} s")
+    finally:
+        for flow in (INCIDENT, OTHER):
+            stack.fake.set_heartbeat_age(flow, 1.0)
+        stack.fake.set_lag_seconds(INCIDENT, 0.5)
+
+
+def test_a_paused_flow_pages_nobody_and_a_forgotten_pause_opens_a_ticket(stack):
+    """PAUSING was paused when the stack started: no heartbeat arrives and its lag grows since, so the
+    conditions of its heartbeats page and of its fast budget burn are true; the rules leave out a flow
+    paused within the last minute (heartbeats) or 10 minutes (burn), and Alertmanager inhibits its other
+    flow alerts under SparkmirrorFlowPaused. Neither Alertmanager sends a critical notification for it,
+    while past the test config's flow_paused_warn_seconds the shipped one opens the ticket (its 30-s
+    group_wait)."""
+    prom = stack.prometheus
+    assert prom.wait_for_data(f'ALERTS{{alertname="SparkmirrorFlowPaused",alertstate="firing",flow="{PAUSING}"}}', 30)
+    paused_clauses = {PAGE: " unless on(flow) max_over_time(sparkmirror_replicator_flow_paused[1m]) == 1",
+                      BURN: " unless on(flow) max_over_time(sparkmirror_replicator_flow_paused[10m]) == 1"}
+    for name, clause in paused_clauses.items():
+        expr = {r.name: r.expr for r in RULES}[name]
+        assert clause in expr, name
+        condition = f'({expr.replace(clause, "").replace(QUIET.get(name, "@"), "")}) and on(flow) ' \
+                    f'{m.REPLICATOR_FLOW_PAUSED.name}{{flow="{PAUSING}"}}'
+        assert prom.wait_for_data(condition, timeout=60), f"{name}'s condition is not true for {PAUSING}"
+    ticket = stack.pager.wait_for(lambda n: n.receiver == "tickets" and any(
+        a["status"] == "firing" for a in n.alerts(alertname="SparkmirrorFlowPausedTooLong", flow=PAUSING)),
+        timeout=90)
+    assert ticket is not None, f"no ticket for the forgotten pause:\n{stack.shipped.log_tail()}"
+    alert = ticket.alerts(alertname="SparkmirrorFlowPausedTooLong", flow=PAUSING)[0]
+    assert alert["labels"]["severity"] == "warning"
+    assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorflowpausedtoolong")
+    time.sleep(2 * EVALUATION_SECONDS + 5)  # a page sent as the conditions held would have come by now
+    fired = prom.query(f'max_over_time(ALERTS{{flow="{PAUSING}",severity="critical"}}[10m])')
+    assert not fired, f"critical alerts active for the paused flow: {fired}"
+    critical = [(n.receiver, a["labels"]["alertname"]) for receiver in (stack.pager, stack.webhook)
+                for n in receiver.notifications for a in n.alerts(flow=PAUSING)
+                if a["labels"].get("severity") == "critical"]
+    assert critical == [], f"a paused flow paged: {critical}"
+    print(f"\npaused flow: heartbeats-page and fast-burn conditions true, no critical alert, no page; ticket "
+          f"{alert['annotations']['summary']!r}")

@@ -5,7 +5,10 @@
   directory and a free loopback port; ``query()`` evaluates PromQL through the
   HTTP API and raises ``PromQLError`` with Prometheus' message.
 - ``AlertmanagerServer``: routes every alert to one webhook URL, with short
-  group timers and clustering off.
+  group timers and clustering off; ``AlertmanagerServer.shipped()`` runs the
+  committed alerts/alertmanager.yml as it is (routes, grouping, timers,
+  inhibition) with each of its receivers pointed at the webhook (a
+  notification's ``receiver`` says which).
 - ``WebhookReceiver`` (fixture ``webhook_receiver``): a tiny aiohttp server in a
   thread that records every Alertmanager notification with its arrival time.
 - ``require_binary()``: the path of promtool/prometheus/alertmanager, or a test
@@ -44,6 +47,9 @@ import yaml
 from devenv.kafka import free_port
 from tests.support.waiting import wait_until
 from tests.support.web import fetch
+
+#: The Alertmanager config the project ships (docker-compose, docs/alerts.md).
+SHIPPED_ALERTMANAGER = Path(__file__).resolve().parents[2] / "alerts" / "alertmanager.yml"
 
 INSTALL_HINT = "install it with scripts/install-system-deps.sh (Debian packages prometheus, prometheus-alertmanager)"
 
@@ -219,11 +225,12 @@ class AlertmanagerServer(_Process):
 
     def __init__(self, workdir: Path, webhook_url: str, group_by: tuple[str, ...] = ("alertname", "flow"),
                  group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h",
-                 inhibit_rules: list[dict] | None = None) -> None:
-        """``inhibit_rules``: e.g. those of the committed alerts/alertmanager.yml."""
+                 inhibit_rules: list[dict] | None = None, config: dict | None = None) -> None:
+        """``inhibit_rules``: e.g. those of the committed alerts/alertmanager.yml; ``config``: a whole
+        Alertmanager config instead (see ``shipped()``)."""
         super().__init__(workdir)
         self.config_path = workdir / "alertmanager.yml"
-        self.config_path.write_text(yaml.safe_dump({
+        self.config_path.write_text(yaml.safe_dump(config or {
             "route": {
                 "receiver": "webhook", "group_by": list(group_by), "group_wait": group_wait,
                 "group_interval": group_interval, "repeat_interval": repeat_interval,
@@ -232,10 +239,23 @@ class AlertmanagerServer(_Process):
             "receivers": [{"name": "webhook", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
         }, sort_keys=False))
 
+    @classmethod
+    def shipped(cls, workdir: Path, webhook_url: str, path: Path = SHIPPED_ALERTMANAGER) -> "AlertmanagerServer":
+        """The committed config unchanged but for its receivers, each a webhook to ``webhook_url``."""
+        config = yaml.safe_load(path.read_text())
+        config["receivers"] = [{"name": r["name"], "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}
+                               for r in config["receivers"]]
+        return cls(workdir, webhook_url, config=config)
+
     def alerts(self) -> list[dict]:
         """Alertmanager's alerts (API v2), with their status: ``state`` active or suppressed, and
         ``inhibitedBy``."""
         with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=10) as response:
+            return json.loads(response.read())
+
+    def groups(self) -> list[dict]:
+        """Alertmanager's alert groups (API v2): ``labels`` (the group's), ``receiver`` and ``alerts``."""
+        with urllib.request.urlopen(f"{self.url}/api/v2/alerts/groups", timeout=10) as response:
             return json.loads(response.read())
 
     def command(self) -> list[str]:
@@ -253,9 +273,10 @@ class PrometheusServer(_Process):
     name = "prometheus"
 
     def __init__(self, workdir: Path, targets: dict[str, list[str]], rule_files: list[Path] = (),
-                 alertmanager: str | None = None, scrape_interval: str = "1s",
+                 alertmanager: str | list[str] | None = None, scrape_interval: str = "1s",
                  evaluation_interval: str = "1s", scrape_options: dict[str, dict] | None = None) -> None:
-        """``scrape_options``: per job, more scrape_config settings (``scheme``, ``tls_config``, ``basic_auth``)."""
+        """``alertmanager``: the URL of one, or several (each gets every alert);
+        ``scrape_options``: per job, more scrape_config settings (``scheme``, ``tls_config``, ``basic_auth``)."""
         super().__init__(workdir)
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
@@ -270,8 +291,9 @@ class PrometheusServer(_Process):
             ],
         }
         if alertmanager:
-            host = urllib.parse.urlparse(alertmanager).netloc
-            config["alerting"] = {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [host]}]}]}
+            urls = [alertmanager] if isinstance(alertmanager, str) else list(alertmanager)
+            hosts = [urllib.parse.urlparse(url).netloc for url in urls]
+            config["alerting"] = {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": hosts}]}]}
         self.config_path = workdir / "prometheus.yml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
@@ -332,6 +354,15 @@ class Notification:
     @property
     def status(self) -> str:
         return self.payload.get("status", "")
+
+    @property
+    def receiver(self) -> str:
+        """The Alertmanager receiver the notification went to (pager, tickets, info in the shipped config)."""
+        return self.payload.get("receiver", "")
+
+    @property
+    def group_labels(self) -> dict:
+        return self.payload.get("groupLabels", {})
 
     def alerts(self, **labels: str) -> list[dict]:
         return [a for a in self.payload.get("alerts", [])
