@@ -32,7 +32,8 @@ from urllib.parse import unquote
 log = logging.getLogger("sparkmirror.control")
 
 _REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type"}
+            409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            500: "Internal Server Error", 503: "Service Unavailable"}
 _MAX_BODY = 64 * 1024
 
 

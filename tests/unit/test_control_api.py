@@ -54,6 +54,7 @@ def _call(app, method, path, *, ctype="application/json", body=b"", user=None, h
     got = {}
 
     def start_response(status, headers):
+        assert len(status) >= 4 and status[3] == " ", status  # "NNN Reason", as wsgiref insists
         got["status"], got["headers"] = status, dict(headers)
 
     data = b"".join(app(environ, start_response))
@@ -148,3 +149,11 @@ def test_without_users_a_state_change_needs_a_loopback_host_header(host, allowed
     rec2 = Recorder()
     _call(api.ControlApp(rec2, "127.0.0.1", Live(object(), None)), "POST", "/api/reload", host=host, user="ops")
     assert rec2.calls == [("reload", "ops")]
+
+
+@pytest.mark.parametrize("http", [500, 503])
+def test_a_reload_that_applied_with_failures_or_met_a_stop_answers_its_own_status(http):
+    rec = Recorder()
+    rec.reload = lambda who: {"ok": False, "error": "flow b->a did not start: down", "http": http}
+    status, body = _call(api.ControlApp(rec, "127.0.0.1", None), "POST", "/api/reload")
+    assert status == http and "http" not in body and body["error"].startswith("flow b->a")
