@@ -356,11 +356,14 @@ def _seconds(duration: str) -> int:
 
 
 def _rules(work: Path) -> Path:
-    """The committed rules, every ``for`` and the heartbeat grace scaled down by ``SCALE`` and the
+    """The committed rules, every ``for``, the heartbeat grace and the heartbeats page's wait for a
+    failing cluster's own page scaled down by ``SCALE`` and the
     heartbeats page's margin dropped (the order in which alerts fire, which inhibition depends on,
     stays the production one)."""
     t = mixin.DEFAULT.thresholds
     config = replace(mixin.DEFAULT, thresholds=replace(t, heartbeat_grace_seconds=t.heartbeat_grace_seconds // SCALE,
+                                                       heartbeat_cluster_wait_seconds=t.heartbeat_cluster_wait_seconds
+                                                       // SCALE,
                                                        heartbeats_stopped_margin_seconds=0),
                      rpo=Objectives(default=None))
     return write_rules(work / "rules.yml", config,
@@ -401,7 +404,9 @@ class ShippedStack:
 @pytest.fixture(scope="module")
 def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
     work = tmp_path_factory.mktemp("alert-scenarios")
+    t0 = time.monotonic()
     built = _build(kafka_clusters, work)
+    timeline = {"built": time.monotonic() - t0}
     committed = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
     webhook = WebhookReceiver().start()
     alertmanager = AlertmanagerServer(work / "alertmanager", webhook.url, group_by=tuple(committed["route"]["group_by"]),
@@ -414,9 +419,11 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
         alertmanager.start()
         prometheus.start()
         shipped.start()
+        timeline["stack up"] = time.monotonic() - t0
         for s in built.values():
             s.monitor.start()
             s.started = s.seen["monitor_started"] = time.monotonic()
+        timeline["monitors up"] = time.monotonic() - t0
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             for s in built.values():
@@ -427,6 +434,11 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
                 page = shipped.page(killed.flow, after=killed.started)
                 if page is not None:
                     killed.seen["shipped_page"] = round(page.received_monotonic - killed.started, 1)
+            for s in built.values():
+                if not s.armed and s.fire <= s.notified and s.inhibited <= s.suppressed:
+                    timeline.setdefault(f"{s.title[:40]} done", time.monotonic() - t0)
+            if not killed.armed:
+                timeline.setdefault("kill", killed.started - t0)
             done = all(not s.armed and s.fire <= s.notified and s.inhibited <= s.suppressed
                        for s in built.values())
             if done and ("shipped_page" in killed.seen or time.monotonic() > killed.started + SHIPPED_WAIT_SECONDS):
@@ -445,7 +457,10 @@ def scenarios(kafka_clusters, tmp_path_factory, artifacts_dir):
             "group_wait": shipped.route["route"]["group_wait"], "monitor_interval_seconds": 5.0}
         killed.seen["shipped_timing"] = shipped_timing
         (artifacts_dir / "alert-timing-shipped.json").write_text(json.dumps(shipped_timing, indent=2) + "\n")
+        timeline["end"] = time.monotonic() - t0
         print(f"\nshipped time to page: {shipped_timing}")
+        print("suppressed after (s): " + str({t: sc.seen.get("suppressed after") for t, sc in built.items()}))
+        print("set-up timeline (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
         behind = built["hours behind, slow probes"].seen["behind"]
         (artifacts_dir / "alert-scenarios.md").write_text(
             table(built.values()) + f"\n\nhours behind, slow probes: a partition's seconds lag came from a probe of an "
@@ -477,6 +492,8 @@ def _observe(scenarios, webhook: WebhookReceiver, alertmanager: AlertmanagerServ
         for s in scenarios:
             if s.owns(alert["labels"]) and alert["status"]["state"] == "suppressed":
                 s.suppressed.add(alert["labels"]["alertname"])
+                s.seen.setdefault("suppressed after", {}).setdefault(
+                    alert["labels"]["alertname"], round(time.monotonic() - s.started, 1))
 
 
 def table(scenarios) -> str:
