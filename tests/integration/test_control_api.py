@@ -5,7 +5,9 @@ One module run, basic auth on (``--web-config-file``), records flowing all along
 - credentials and the JSON content type are required, every action is logged;
 - ``ctl pause``: the mirror stops growing, ``sparkmirror_replicator_flow_paused`` is 1, and
   the pause survives a kill -9 (the restarted replicator copies nothing until ``ctl resume``);
-- reloads: a flow added (the unchanged flow keeps its Spark query), a filter changed
+  a monitor reading the control API (``--replicator-url``) says PAUSED, then OK once resumed;
+- reloads: a flow added that fails to start (reported, listed failed, the others untouched),
+  a flow added (the unchanged flow keeps its Spark query), a filter changed
   (SIGHUP), an invalid file refused with validate's FILE:LINE (everything runs on), a flow
   removed;
 - at the end every produced record is on the target exactly once.
@@ -25,6 +27,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.cli import run_cli
 from tests.support.kafka import NumberedProducer, consume_all, create_topic, produce
+from tests.support.monitor import RunningMonitor
 from tests.support.replicator import Replicator, write_config
 from tests.support.web import fetch
 
@@ -140,15 +143,32 @@ def test_pause_resume_reload_under_load(setup):
         assert 'sparkmirror_replicator_flow_paused{flow="primary->dr"} 1.0' in fetch(
             f"http://127.0.0.1:{rep.metrics_port}/metrics", auth=auth).text
         rep.wait_for_log("paused by ops: no query runs until it is resumed")  # Spark is up, the flow stays off
-        time.sleep(2)
-        assert _ends(dr, remote, 2) == at, "the restarted replicator copied a paused flow"
-        resumed = ctl(rep, "resume", FLOW)
-        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        rep.wait_until(lambda: _ends(dr, remote, 2) > at, 60, what="the copy to go on after resume")
+        # the monitor, reading the control API, says PAUSED (not STOP), then OK once resumed
+        with RunningMonitor(s["config"], replicator_url=(f"http://127.0.0.1:{rep.metrics_port}",),
+                            replicator_user="ops", replicator_password_file=str(work / "pass")) as mon:
+            flow = mon.wait_for(lambda st: _monitored(st, "PAUSED"), 30, what="the monitor to say PAUSED")
+            assert flow["paused"]["by"] == "ops" and any("paused on purpose by ops" in r for r in flow["reasons"])
+            assert _ends(dr, remote, 2) == at, "the restarted replicator copied a paused flow"
+            resumed = ctl(rep, "resume", FLOW)
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            rep.wait_until(lambda: _ends(dr, remote, 2) > at, 60, what="the copy to go on after resume")
+            flow = mon.wait_for(lambda st: _monitored(st, "OK"), 60, what="the monitor to say OK after resume")
+            assert flow["paused"] is None and s["password"] not in json.dumps(mon.status())
 
-        # reload 1: a flow added; the unchanged flow keeps its Spark query
         query = _state(rep, auth)[FLOW]["query"]
         assert query
+        # a flow added that cannot start (its mirror topic needs 3 brokers): reported, listed failed, the
+        # running flow untouched
+        write_config(s["config"], primary, dr, {**s["base"], "dr->primary.replication.factor": "3"},
+                     flows=(FLOW, BACK))
+        failed = ctl(rep, "reload")
+        assert failed.returncode == 1 and f"flow {BACK} did not start" in failed.stderr, failed.stdout + failed.stderr
+        assert f"added {BACK}" in failed.stdout
+        state = _state(rep, auth)
+        assert state[BACK]["state"] == "failed" and "did not start" in state[BACK]["last_error"], state[BACK]
+        assert state[FLOW]["query"] == query and state[FLOW]["state"] == "running"
+
+        # reload 1: the flow added for real; the unchanged flow keeps its Spark query
         write_config(s["config"], primary, dr, s["base"], flows=(FLOW, BACK))
         reloaded = ctl(rep, "reload")
         assert reloaded.returncode == 0 and f"added {BACK}" in reloaded.stdout, reloaded.stdout + reloaded.stderr
@@ -193,6 +213,11 @@ def test_pause_resume_reload_under_load(setup):
     back = [m.value() for m in consume_all(primary, f"dr.{s['back']}", timeout=30)]
     assert sorted(back) == sorted(f"r{i}".encode() for i in range(50))
     assert "reload by SIGHUP" in rep.log() and "reload by ops refused" in rep.log()
+
+
+def _monitored(status: dict, expected: str) -> dict | None:
+    flow = next((f for f in status["flows"] if f["name"] == FLOW), None)
+    return flow if flow is not None and flow["status"] == expected else None
 
 
 def validate_says(path, line: int) -> str:
