@@ -55,6 +55,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import shutil
 import signal
 import statistics
@@ -509,7 +510,9 @@ def run_once(args, granularity: str, work: Path, run: int) -> dict:
     if not stats.exists():
         raise RuntimeError(f"the monitor wrote no {stats.name}; its log: {work / f'monitor-{granularity}.log'}")
     row.update(window_figures(json.loads(stats.read_text()), until - args.seconds, until))
-    row.update({"workload": "monitor-generated", "system": "monitor-generated", "groups": args.groups})
+    # the machine is shared: how many were running or waiting for its cores over the last minute
+    row.update({"workload": "monitor-generated", "system": "monitor-generated", "groups": args.groups,
+                "load_average_1m": round(os.getloadavg()[0], 2)})
     return row
 
 
