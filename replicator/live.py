@@ -34,6 +34,8 @@ log = logging.getLogger("sparkmirror.replicate")
 #: Seconds before a flow that failed to start is tried again; doubling up to the max.
 FAILED_START_FIRST_S = 5.0
 FAILED_START_MAX_S = 60.0
+#: Seconds a reload waits for a stopped flow's loops once the run itself is stopping.
+STOPPING_JOIN_S = 1.0
 
 
 @dataclass
@@ -236,7 +238,8 @@ class LiveControl:
         if fr is not None:
             fr.close()  # the query first: nothing is copied while the loops wind down
         if run is not None:
-            run.stop(self.loop_join_s)
+            # once the run stops, its loops are daemons and need not be waited for: the grace period is short
+            run.stop(STOPPING_JOIN_S if self.stop_event.is_set() else self.loop_join_s)
         if fr is not None:
             log.info("summary: %s", fr.summary())
             self.flows.remove(fr)

@@ -146,3 +146,14 @@ def test_heartbeat_loops_follow_a_reload(tmp_path, monkeypatch):
     assert old.stopped.wait(5) and set(loops.running) == {"b->a"}
     loops.stop(5)
     assert loops.emitters["b->a"].stopped.wait(5)
+
+
+def test_once_the_run_stops_a_reload_waits_briefly_for_a_stopped_flows_loops(svc):
+    joins = []
+    svc._runs["a->b"] = type("Run", (), {"stop": lambda self, timeout: joins.append(timeout)})()
+    del svc._stop_flow
+    svc._stop_flow("a->b")
+    svc._runs["a->b"] = type("Run", (), {"stop": lambda self, timeout: joins.append(timeout)})()
+    svc.stop_event.set()  # SIGTERM during the reload
+    svc._stop_flow("a->b")
+    assert joins == [service.LOOP_JOIN_S, live.STOPPING_JOIN_S]
