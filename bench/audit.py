@@ -17,7 +17,13 @@ unless given). Written to bench/audit-results.json:
   the audit; broker_cpu_added: the difference;
 - audit_cpu: the audit's own process, % of one core;
 - cover_backlog_s: the backlog's bytes over the measured source read rate: how long the
-  audit takes to compare the whole backlog at that budget.
+  audit takes to compare the whole backlog at that budget;
+- requests_per_s: the requests the audit's consumers sent per second, by cluster and kind
+  (librdkafka's statistics), and fetch_kb_per_request: what one fetch brought on average.
+
+The idle and audited phases alternate ``--pairs`` times (the audit paused in between), so
+that a change of the machine's other load shows as spread instead of as the audit's cost;
+broker_cpu_added is the median of the pairs' differences, broker_cpu_added_spread their range.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -90,12 +97,48 @@ def _measure(pids: list[int], seconds: float) -> float:
     return 100 * (sampler.cpu_seconds - start_cpu) / (time.monotonic() - start)
 
 
+class RequestStats:
+    """The cumulative request counts of one cluster's consumers, from librdkafka's statistics."""
+
+    def __init__(self) -> None:
+        self.by_client: dict[str, tuple[dict[str, int], int]] = {}
+
+    def config(self) -> dict:
+        return {"statistics.interval.ms": 1000, "stats_cb": self._on_stats}
+
+    def _on_stats(self, text: str) -> None:
+        data = json.loads(text)
+        if data.get("type") != "consumer":
+            return
+        req: dict[str, int] = {}
+        rx = 0
+        for b in data.get("brokers", {}).values():
+            if b.get("nodeid", -1) < 0:
+                continue  # the bootstrap connection, counted again under the broker's id
+            for kind, n in b.get("req", {}).items():
+                req[kind] = req.get(kind, 0) + n
+            rx += b.get("rxbytes", 0)
+        self.by_client[data.get("name", "")] = (req, rx)
+
+    def snapshot(self) -> tuple[dict[str, int], int]:
+        req: dict[str, int] = {}
+        rx = 0
+        for r, b in list(self.by_client.values()):
+            for kind, n in r.items():
+                req[kind] = req.get(kind, 0) + n
+            rx += b
+        return req, rx
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.audit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--backlog-mb", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="bytes/s per cluster")
+    parser.add_argument("--pairs", type=int, default=2, help="idle and audited phases, alternating")
+    parser.add_argument("--fetch-kb", type=int, default=None, help="max.partition.fetch.bytes of the content "
+                        "reads, KiB (default: the reader's own)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
     pair = cluster_pair(work / "kafka")
@@ -116,31 +159,59 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(write_mm2_config(work / "mm2.properties", {"src": primary, "dst": dr},
                                               [("src", "dst")]))
         flow = AuditFlow.of(config, config.flow("src", "dst"))
-        readers = Readers(ClusterReader("src", {"bootstrap.servers": primary}, flow.source_isolation),
-                          ClusterReader("dst", {"bootstrap.servers": dr}, "read_committed"),
-                          ClusterReader("src", {"bootstrap.servers": primary}, "read_committed"))
+        stats = {"source": RequestStats(), "target": RequestStats(), "syncs": RequestStats()}
+        fetch = {"bulk_fetch_bytes": args.fetch_kb * 1024} if args.fetch_kb else {}
+        readers = Readers(
+            ClusterReader("src", {"bootstrap.servers": primary, **stats["source"].config()}, flow.source_isolation,
+                          **fetch),
+            ClusterReader("dst", {"bootstrap.servers": dr, **stats["target"].config()}, "read_committed", **fetch),
+            ClusterReader("src", {"bootstrap.servers": primary, **stats["syncs"].config()}, "read_committed",
+                          **fetch))
         engine = AuditEngine(flow, readers, AuditSettings(budget=args.budget, round_seconds=5.0))
         pids = _broker_pids(clusters)
-        idle = _measure(pids, args.seconds)
-        stop = threading.Event()
+        stop, auditing = threading.Event(), threading.Event()
 
         def rounds():
             while not stop.is_set():
-                engine.round()
-                stop.wait(1.0)
+                if auditing.wait(0.5):
+                    engine.round()
+                    stop.wait(1.0)
         me = psutil.Process(os.getpid())
-        cpu_before = sum(me.cpu_times()[:2])
-        engine.round()  # the syncs and the loss accounting, before the measured phase
+        engine.round()  # the syncs and the loss accounting, before the measured phases
         first_round = engine.snapshot()
-        t0, read0, verified0 = time.monotonic(), dict(first_round["read_bytes"]), first_round["counts"]["verified"]
         thread = threading.Thread(target=rounds, daemon=True)
         thread.start()
-        audit = _measure(pids, args.seconds)
+        idles, audits = [], []
+        took, audit_cpu_s = 0.0, 0.0
+        read0, verified0 = dict(first_round["read_bytes"]), first_round["counts"]["verified"]
+        req0 = {k: v.snapshot() for k, v in stats.items()}
+        for _ in range(args.pairs):
+            idles.append(_measure(pids, args.seconds))
+            cpu_before, t0 = sum(me.cpu_times()[:2]), time.monotonic()
+            auditing.set()
+            audits.append(_measure(pids, args.seconds))
+            auditing.clear()
+            time.sleep(1.5)  # the round under way ends (a content read stops at the budget)
+            took += time.monotonic() - t0
+            audit_cpu_s += sum(me.cpu_times()[:2]) - cpu_before
         stop.set()
         thread.join(60)
-        took = time.monotonic() - t0
+        time.sleep(1.0)
+        for r in (readers.source, readers.target, readers.syncs):
+            for c in (r._consumer, getattr(r, "_bulk", None)):
+                if c is not None:
+                    c.poll(0.1)  # serves the statistics callback once more
         snap = engine.snapshot()
-        audit_cpu = 100 * (sum(me.cpu_times()[:2]) - cpu_before) / took
+        audit_cpu = 100 * audit_cpu_s / took
+        requests = {}
+        fetched = {}
+        for k, v in stats.items():
+            (req1, rx1), (req_0, rx_0) = v.snapshot(), req0[k]
+            requests[k] = {kind: round((n - req_0.get(kind, 0)) / took, 1) for kind, n in sorted(req1.items())
+                           if n - req_0.get(kind, 0) > 0}
+            fetches = req1.get("Fetch", 0) - req_0.get("Fetch", 0)
+            fetched[k] = round((rx1 - rx_0) / fetches / 1024, 1) if fetches else None
+        added = [a - i for i, a in zip(idles, audits)]
         readers.close()
         rate = {k: (snap["read_bytes"][k] - read0[k]) / took for k in ("source", "target")}
         backlog_bytes = per * len(topics) * per_topic * VALUE
@@ -150,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
             "read_bytes_per_s": {k: round(v) for k, v in rate.items()},
             "verified_per_s": round((snap["counts"]["verified"] - verified0) / took),
             "loss_accounted": sum(snap["positions"].values()) + len(snap["positions"]),
-            "broker_cpu_idle": round(idle, 1), "broker_cpu_audit": round(audit, 1),
-            "broker_cpu_added": round(audit - idle, 1), "audit_cpu": round(audit_cpu, 1),
+            "broker_cpu_idle": round(statistics.median(idles), 1),
+            "broker_cpu_audit": round(statistics.median(audits), 1),
+            "broker_cpu_added": round(statistics.median(added), 1),
+            "broker_cpu_added_spread": [round(min(added), 1), round(max(added), 1)],
+            "audit_cpu": round(audit_cpu, 1), "pairs": args.pairs, "fetch_kb": args.fetch_kb,
+            "requests_per_s": requests, "fetch_kb_per_request": fetched,
             "cover_backlog_s": round(backlog_bytes / rate["source"]) if rate["source"] else None,
             "counts": snap["counts"], "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }

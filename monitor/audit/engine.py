@@ -362,8 +362,8 @@ class AuditEngine:
 
     def _segment(self, b: PartitionBook, seg: Segment, now: float) -> None:
         remote = self.flow.remote(b.topic)
-        s = self.readers.source.read(b.topic, b.partition, seg.u, seg.u + seg.n)
-        t = self.readers.target.read(remote, b.partition, seg.d, seg.d + seg.n)
+        s = self.readers.source.read(b.topic, b.partition, seg.u, seg.u + seg.n, bulk=True)
+        t = self.readers.target.read(remote, b.partition, seg.d, seg.d + seg.n, bulk=True)
         self.budgets["source"].spend(s.cost)
         self.budgets["target"].spend(t.cost)
         cut = max(s.log_start - seg.u, t.log_start - seg.d, 0)

@@ -1,9 +1,15 @@
 """The audit's reads: small ranges of one partition, log starts, the offset-syncs topic.
 
 Blocking confluent-kafka calls, run by the engine in a thread. Every consumer is only
-assigned, never subscribed, and never commits (the monitor writes nothing). Fetches
-are kept small (``max.partition.fetch.bytes``) so that what the broker sends beyond
-the end of a range, and so outside the budget's count, stays small too.
+assigned, never subscribed, and never commits (the monitor writes nothing).
+
+What the brokers spend on the audit is mostly per request, not per byte (a fetch is sent
+from the page cache without a copy), so a read asks for as little as it can: no
+watermark query before a range (the end-of-partition event and the offset-reset error
+tell the same), and content stretches through a consumer of their own whose fetches hold
+a whole stretch (``BULK_FETCH_BYTES``), with at most one response queued ahead. Loss
+windows are a few records each: their consumer fetches ``FETCH_BYTES``, so that what the
+broker sends past a window's end, outside the budget's count, stays small.
 """
 
 from __future__ import annotations
@@ -19,36 +25,49 @@ from monitor.audit.digest import Seen, seen
 from sparkmirror.errors import RecordFormatError
 from sparkmirror.model.records import OffsetSync
 
-#: bytes per partition per fetch: a range's overshoot is at most this
+#: bytes per partition per fetch of loss windows and syncs: a range's overshoot is at most this
 FETCH_BYTES = 64 * 1024
+#: the same for content stretches (500 records of 1 KB in one fetch): bench/NOTES.md, "The audit"
+BULK_FETCH_BYTES = 512 * 1024
 
 
 @dataclass
 class Read:
     records: list[Seen]
     cost: int           # bytes of every record the read returned
-    log_start: int      # the partition's first offset when it was read
+    log_start: int      # the log start when the range began below it, else the range's first offset
     end: int = 0        # the read covered [max(lo, log_start), end): ``hi``, or the log's end if lower
 
 
 class ClusterReader:
     """One cluster's reads with one isolation level."""
 
-    def __init__(self, alias: str, config: dict[str, str], isolation: str, timeout: float = 10.0) -> None:
+    def __init__(self, alias: str, config: dict[str, str], isolation: str, timeout: float = 10.0,
+                 bulk_fetch_bytes: int | None = None) -> None:
         self.alias = alias
         self.timeout = timeout
+        self.isolation = isolation
+        self.bulk_fetch_bytes = bulk_fetch_bytes or BULK_FETCH_BYTES
         base = {k: v for k, v in config.items() if k not in ("group.id", "isolation.level")}
-        self._consumer = Consumer({
-            **base, "group.id": f"sparkmirror-audit-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
-            "isolation.level": isolation, "max.partition.fetch.bytes": FETCH_BYTES,
-            "fetch.max.bytes": 1048576 + FETCH_BYTES, "queued.max.messages.kbytes": 1024, "fetch.wait.max.ms": 50,
-        })
+        self._base = base
+        self._consumer = self._new_consumer(FETCH_BYTES)
+        self._bulk: Consumer | None = None
         self._admin_config = base
         self._admin: AdminClient | None = None
 
+    def _new_consumer(self, fetch: int) -> Consumer:
+        return Consumer({
+            **self._base, "group.id": f"sparkmirror-audit-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "error",
+            "isolation.level": self.isolation, "max.partition.fetch.bytes": fetch,
+            "fetch.max.bytes": 1048576 + fetch, "queued.max.messages.kbytes": max(fetch // 1024, 64),
+            "fetch.wait.max.ms": 50,
+        })
+
     def close(self) -> None:
         self._consumer.close()
+        if self._bulk is not None:
+            self._bulk.close()
 
     def log_starts(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """First offset of each partition, in one ListOffsets call per 250 partitions."""
@@ -86,47 +105,59 @@ class ClusterReader:
             out[resource.name] = bool(policy and "compact" in (policy.value or ""))
         return out
 
-    def read(self, topic: str, partition: int, lo: int, hi: int) -> Read:
-        """The records at offsets [lo, hi) that this isolation level sees."""
-        low, high = self.watermarks(topic, partition)
-        begin = max(lo, low)
-        end = min(hi, high)
+    def read(self, topic: str, partition: int, lo: int, hi: int, *, bulk: bool = False) -> Read:
+        """The records at offsets [lo, hi) that this isolation level sees (``bulk``: a content
+        stretch, read through the consumer with the larger fetches).
+
+        No watermark query before the read: the log's end shows as the end-of-partition event, and a
+        range starting below the log start as an offset-reset error, after which the log start is
+        asked for and the read goes on from there. So the Read's ``log_start`` is the partition's log
+        start only when the range began below it; otherwise it is ``lo`` (the log started at or before)."""
+        if lo >= hi:
+            return Read([], 0, lo, lo)
+        if bulk and self._bulk is None:
+            self._bulk = self._new_consumer(self.bulk_fetch_bytes)
+        consumer = self._bulk if bulk else self._consumer
         records: list[Seen] = []
-        cost = 0
-        if begin >= end:
-            return Read(records, cost, low, begin)
-        tp = TopicPartition(topic, partition, begin)
-        self._consumer.assign([tp])
+        cost, low, end = 0, lo, hi
+        consumer.assign([TopicPartition(topic, partition, lo)])
         deadline = time.monotonic() + self.timeout * 3
         try:
             done = False
             while not done:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {topic}[{partition}] {begin}..{end} on {self.alias}")
-                for m in self._consumer.consume(500, timeout=0.5):
+                    raise TimeoutError(f"reading {topic}[{partition}] {lo}..{hi} on {self.alias}")
+                for m in consumer.consume(500, timeout=0.5):
                     err = m.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
+                            end = min(hi, max(m.offset(), low))
                             done = True
+                        elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                            low, high = self.watermarks(topic, partition)
+                            if low >= min(hi, high):
+                                end, done = max(low, min(hi, high)), True
+                            else:
+                                consumer.assign([TopicPartition(topic, partition, low)])
+                            break
                         elif err.code() not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                             raise KafkaException(err)
                         continue
                     offset = m.offset()
-                    headers = m.headers()
-                    s = seen(offset, m.key(), m.value(), headers, *m.timestamp())
+                    s = seen(offset, m.key(), m.value(), m.headers(), *m.timestamp())
                     cost += s.size
-                    if offset >= end:
+                    if offset >= hi:
                         done = True
                         break
                     records.append(s)
-                    if offset >= end - 1:
+                    if offset >= hi - 1:
                         done = True
                         break
                 if not done:
-                    pos = self._consumer.position([TopicPartition(topic, partition)])[0].offset
-                    done = pos >= end  # read_committed: markers or aborted records closed the range
+                    pos = consumer.position([TopicPartition(topic, partition)])[0].offset
+                    done = pos >= hi  # read_committed: markers or aborted records closed the range
         finally:
-            self._consumer.unassign()
+            consumer.unassign()
         return Read(records, cost, low, end)
 
     def read_syncs(self, topic: str, positions: dict[int, int]) -> tuple[list[OffsetSync], dict[int, int], int]:
@@ -163,6 +194,9 @@ class ClusterReader:
                     if m.error() is not None:
                         if m.error().code() == KafkaError._PARTITION_EOF:
                             return
+                        if m.error().code() == KafkaError._AUTO_OFFSET_RESET:  # compacted or deleted since
+                            self._consumer.assign([TopicPartition(topic, partition, self.watermarks(topic, partition)[0])])
+                            break
                         continue
                     yield m
                     if m.offset() >= end - 1:

@@ -40,7 +40,7 @@ class Reader:
     def __init__(self, logs: dict[str, Log], syncs: list[OffsetSync], compacted: set[str]) -> None:
         self.logs, self.syncs, self.compacted_topics = logs, syncs, compacted
 
-    def read(self, topic, partition, lo, hi):
+    def read(self, topic, partition, lo, hi, bulk=False):
         log = self.logs[topic]
         recs = [seen(o, *log.records[o][:2], None, CREATE_TIME, log.records[o][2])
                 for o in sorted(log.records) if lo <= o < min(hi, log.end)]
