@@ -488,6 +488,34 @@ def window_figures(stats: dict, since: float, until: float) -> dict:
     }
 
 
+@contextlib.contextmanager
+def unhealthy_counted():
+    """bench.monitor_scale.measure with each 503 from ``/healthz`` (the monitor's last evaluation is
+    older than three intervals: a liveness probe would fail) counted and timed instead of ending
+    the run; yields the count so far (a one-element list)."""
+    import urllib.error
+
+    import bench.monitor_scale as scale
+
+    real, count = scale.get, [0]
+
+    def get(url: str, timeout: float = 60.0):
+        started = time.perf_counter()
+        try:
+            return real(url, timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or not url.endswith("/healthz"):
+                raise
+            count[0] += 1
+            return b"", time.perf_counter() - started
+
+    scale.get = get
+    try:
+        yield count
+    finally:
+        scale.get = real
+
+
 def run_once(args, granularity: str, work: Path, run: int) -> dict:
     from bench.monitor_scale import measure, stop
     from devenv.kafka import free_port
@@ -503,8 +531,10 @@ def run_once(args, granularity: str, work: Path, run: int) -> dict:
                                stderr=subprocess.STDOUT)
     try:
         total = (args.partitions // PER_TOPIC + 1) * PER_TOPIC
-        row = measure(f"http://127.0.0.1:{port}", monitor, total, granularity, args, work)
+        with unhealthy_counted() as unhealthy:
+            row = measure(f"http://127.0.0.1:{port}", monitor, total, granularity, args, work)
         until = time.monotonic()
+        row["healthz_unhealthy"] = unhealthy[0]
     finally:
         stop(monitor)
     if not stats.exists():
