@@ -20,6 +20,19 @@ One scenario (module fixture) runs once, and the tests judge what it recorded:
 3. *replicator restarted* with the same checkpoint directory: heartbeats resume;
 4. *monitor stopped*: Prometheus cannot scrape it.
 
+Between 1 and 2, *replicator starved*: a producer writes records stamped now while the replicator's
+processes (driver, Spark JVM) get the CPU 4 s in every 26 (SIGSTOP, SIGCONT), so it copies late but
+its heartbeats still arrive well within their timeout: the flow breaches its recovery-point
+objective without stopping. A second Prometheus and Alertmanager, started once the flow is caught
+up in phase 1 (they record it within its objective first), run the
+shipped settings as they are (alerts/prometheus.yml's scrape and evaluation intervals,
+alerts/alertmanager.yml's routes, grouping and timers, the committed rules' ``for``) with the
+objective of this test's mixin config, 10 s at 99.99 % (one bad sample in an hour is a 14.4x
+burn: a tight objective keeps the phase short; the default 30 s at 99.9 % needs a minute of
+bad samples more, 30 s more to breach). The fast burn must page once at that pager, with the budget left in the
+notification; the time from the first breach the monitor reported to the page at the receiver
+goes to test-artifacts/rpo-page-shipped.json.
+
 Every PromQL expression of every dashboard panel (template variables instantiated
 with ``dashboards.queries.instantiate``: all flows, topics and groups) and every
 template variable is evaluated in each phase until it returns data. Alert rules
@@ -43,7 +56,9 @@ alerts generator), so the test takes about three minutes rather than four.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 import time
 import uuid
@@ -52,6 +67,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -60,13 +76,14 @@ from alerts import slo, thresholds
 from alerts.config import MONITOR_JOB
 from alerts.generate import write_rules
 from alerts.rules import RULES
+from sparkmirror.objectives import section as objectives_section
 from dashboards import queries
 from dashboards.generate import panel_expressions
 from tests.support.kafka import create_topic
 from tests.support.monitor import commit_group, flow_of, produce_raw, replication_config
-from tests.support.prometheus import (AlertmanagerServer, MonitorProcess, PrometheusServer, PromQLError,
-                                      WebhookReceiver)
-from tests.support.replicator import Replicator
+from tests.support.prometheus import (SHIPPED_ALERTMANAGER, AlertmanagerServer, MonitorProcess, PrometheusServer,
+                                      PromQLError, WebhookReceiver)
+from tests.support.replicator import Replicator, descendants
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -102,9 +119,18 @@ INDUCED = {
 #: without its "unless the flow has an objective", and must return nothing with it.
 FALLBACK = {"SparkmirrorLagHigh", "SparkmirrorLagGrowing"}
 PHASES = ("replicating", "replicator stopped", "replicator restarted", "monitor stopped")
+#: The starved phase: the objective of its mixin config, the CPU the replicator gets, how long to wait.
+STARVED_OBJECTIVE = {"lag_seconds": 10, "target": 0.9999, "period": "30d"}
+#: Each stop leaves the lag above the objective for longer than a scrape interval (10 s), so every
+#: cycle has a bad sample whatever the scrape's phase (a 16-s stop in a 20-s cycle could alias with
+#: the 10-s scrapes and never be seen); the heartbeats' silence stays under their 40-s page.
+STARVED_RUN_SECONDS, STARVED_STOP_SECONDS = 4.0, 22.0
+STARVED_PAGE_TIMEOUT_SECONDS = 150
+BURN = "SparkmirrorRPOBudgetBurn"
+SHIPPED_PROMETHEUS = Path(__file__).resolve().parents[2] / "alerts" / "prometheus.yml"
 #: Rules on the audit's counters, which the monitor does not serve yet: their measure must return
-#: nothing here (alerts/cases/audit.yml and the stack test's exporter prove them). Once the monitor
-#: serves the audit, this check fails: move them to the checks with live data.
+#: nothing here, as the audit's panels (alerts/cases/audit.yml and the stack test's exporter prove
+#: them). Once the monitor serves the audit, this check fails: move them to the checks with live data.
 NOT_SERVED = {"SparkmirrorReplicationAuditFailed", "SparkmirrorReplicationDuplicated"}
 
 
@@ -195,10 +221,10 @@ class LiveQueries:
 
 
 class LateProducer:
-    """Writes a few records a second to every partition, stamped ``LATE_BY_SECONDS`` ago."""
+    """Writes a few records a second to every partition, stamped ``late_by`` seconds ago."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
+    def __init__(self, bootstrap: str, topic: str, late_by: float = LATE_BY_SECONDS) -> None:
+        self.bootstrap, self.topic, self.late_by = bootstrap, topic, late_by
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="late-producer", daemon=True)
         self.errors: list[BaseException] = []
@@ -206,7 +232,7 @@ class LateProducer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            stamp = int((time.time() - LATE_BY_SECONDS) * 1000)
+            stamp = int((time.time() - self.late_by) * 1000)
             try:
                 produce_raw(self.bootstrap, self.topic, [{"key": b"late", "value": b"late", "partition": p,
                                                           "timestamp": stamp} for p in range(PARTITIONS)] * 3)
@@ -225,6 +251,45 @@ class LateProducer:
         if self._thread.is_alive():
             self._thread.join(30)
         return self.errors
+
+
+class Starver:
+    """Gives a process tree the CPU ``run`` seconds in every ``run + stop`` (SIGSTOP, SIGCONT): it does
+    all its work, late. ``stop()`` always leaves every process running."""
+
+    def __init__(self, pid: int, run: float, stop: float) -> None:
+        self.pids = [pid, *descendants(pid)]  # the Spark JVM runs in a session of its own
+        self.run, self.pause = run, stop
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="starver", daemon=True)
+        self.cycles = 0
+
+    def _signal(self, signum: int) -> None:
+        for pid in self.pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._signal(signal.SIGSTOP)
+                self._stop.wait(self.pause)
+                self._signal(signal.SIGCONT)
+                self.cycles += 1
+                self._stop.wait(self.run)
+        finally:
+            self._signal(signal.SIGCONT)
+
+    def start(self) -> "Starver":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._signal(signal.SIGCONT)
 
 
 def _page(flow: str, status: str):
@@ -282,6 +347,8 @@ class Scenario:
         self.late = LateProducer(self.primary, self.topic)
         self.queries = LiveQueries(self.prometheus, self.started)
         self.timing: dict = {}
+        self.shipped_prometheus = self.shipped_alertmanager = self.pager = None
+        self.starved: dict = {"problems": []}  # the starved phase: timing, the pages, what went wrong
         self.fired: dict | None = None
         self.resolved: dict | None = None
         self.problems: list[str] = []
@@ -293,6 +360,7 @@ class Scenario:
     def run(self) -> None:
         self.start()
         self.replicating()
+        self.replicator_starved()
         self.replicator_stopped()
         self.replicator_restarted()
         self.monitor_stopped()
@@ -312,12 +380,15 @@ class Scenario:
         self.monitor.wait_for(lambda s: (f := flow_of(s, self.flow))["lag"]["records"] == 0 and f["groups"]
                               and f["heartbeat"]["age_seconds"] is not None and f["heartbeat"]["age_seconds"] < 5,
                               240, "a caught-up flow with live heartbeats and the group's checkpoints")
+        self.start_shipped()
         self.timing["replicating_after_seconds"] = round(time.monotonic() - self.started, 1)
         # bad input for the decode-error panel: a record that is not a heartbeat, in this flow's own topic
         produce_raw(self.dr, f"p{self.u}.heartbeats", [{"key": b"not-a-heartbeat", "value": b"garbage"}])
         produce_raw(self.primary, self.topic, [{"key": b"k%d" % i, "value": b"more", "partition": i % PARTITIONS}
                                                for i in range(300)])
         commit_group(self.primary, self.group, self.topic, {p: 50 for p in range(PARTITIONS)})
+        # a group consuming the mirror topic on the target, whose fail-back readiness the monitor reports
+        commit_group(self.dr, f"dr-readers-{self.u}", f"p{self.u}.{self.topic}", {p: 5 for p in range(PARTITIONS)})
         self.prometheus.wait_for_data("sparkmirror_replicator_batches_total", timeout=30)
         deadline, last_pending, steady_since = time.monotonic() + 25, None, time.monotonic()
         while time.monotonic() < deadline:  # until the pending set stops shrinking
@@ -340,6 +411,82 @@ class Scenario:
             round(float(longest[0]["value"][1]), 1) if longest else None
         if self.webhook.wait_for(_page(self.flow, "firing"), timeout=0):
             self.problems.append(f"{PAGE} fired while replicating")
+
+    def start_shipped(self) -> None:
+        """The shipped Prometheus and Alertmanager for the starved phase, once the flow is caught up (they
+        record it within its objective before the starvation)."""
+        work = self.work / "shipped"
+        work.mkdir(parents=True, exist_ok=True)
+        self.shipped_intervals = yaml.safe_load(SHIPPED_PROMETHEUS.read_text())["global"]
+        config = replace(mixin.DEFAULT, rpo=objectives_section(STARVED_OBJECTIVE))
+        rules = write_rules(work / "rules.yml", config)  # the committed rules' `for`s, this objective
+        self.pager = WebhookReceiver().start()
+        self.shipped_alertmanager = AlertmanagerServer.shipped(work / "alertmanager", self.pager.url)
+        self.shipped_prometheus = PrometheusServer(
+            work / "prometheus",
+            {MONITOR_JOB: [self.monitor.address], REPLICATOR_JOB: [f"127.0.0.1:{self.metrics_port}"]},
+            [rules], alertmanager=self.shipped_alertmanager.url,
+            scrape_interval=self.shipped_intervals["scrape_interval"],
+            evaluation_interval=self.shipped_intervals["evaluation_interval"])
+        self.shipped_alertmanager.start()
+        self.shipped_prometheus.start()
+
+    def stop_shipped(self) -> None:
+        for server in (self.shipped_prometheus, self.shipped_alertmanager, self.pager):
+            if server is not None:
+                server.stop()
+
+    def replicator_starved(self) -> None:
+        """The replicator starved of CPU while records stamped now keep coming; the shipped stack pages."""
+        shipped_prometheus, prometheus, pager = (self.shipped_intervals, self.shipped_prometheus, self.pager)
+        alertmanager = self.shipped_alertmanager
+        steady = LateProducer(self.primary, self.topic, late_by=0)
+        starver = None
+        started = time.monotonic()
+        breach_wall = fired = None
+        try:
+            steady.start()
+            # within its objective so far, as the shipped Prometheus recorded it: the breach is the starvation's
+            self.starved["good_before_starving"] = bool(prometheus.wait_for_data(
+                f'min_over_time({slo.GOOD}{{flow="{self.flow}"}}[5m]) == 1', timeout=30))
+            starver = Starver(self.replicator.proc.pid, STARVED_RUN_SECONDS, STARVED_STOP_SECONDS).start()
+            starved_wall = time.time()
+            deadline = started + STARVED_PAGE_TIMEOUT_SECONDS
+            while fired is None and time.monotonic() < deadline:
+                if breach_wall is None:
+                    lag = self.flow_status()["lag"]["seconds"]
+                    if lag is not None and lag > STARVED_OBJECTIVE["lag_seconds"]:
+                        breach_wall = time.time()
+                fired = pager.wait_for(lambda n: n.receiver == "pager" and any(
+                    a["status"] == "firing" for a in n.alerts(alertname=BURN, flow=self.flow)), timeout=1.0)
+            if fired is not None:
+                time.sleep(5)  # one more group_wait: anything else paged for the flow would show
+            self.starved.update({
+                "objective": STARVED_OBJECTIVE, "run_seconds": STARVED_RUN_SECONDS,
+                "stop_seconds": STARVED_STOP_SECONDS, "starve_cycles": starver.cycles,
+                "scrape_interval": shipped_prometheus["scrape_interval"],
+                "evaluation_interval": shipped_prometheus["evaluation_interval"],
+                "group_wait": yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())["route"]["group_wait"],
+                "fast_burn_for": mixin.DEFAULT.thresholds.rpo_fast_burn_for,
+                "heartbeats_stopped_fired": bool(prometheus.query(
+                    f'max_over_time(ALERTS{{alertname="{PAGE}",flow="{self.flow}"}}[10m])')),
+                "starved_to_breach_seconds": breach_wall and round(breach_wall - starved_wall, 1),
+                "breach_to_page_seconds": fired and breach_wall and round(fired.received_at - breach_wall, 1),
+                "starved_to_page_seconds": fired and round(fired.received_at - starved_wall, 1),
+                "phase_seconds": round(time.monotonic() - started, 1),
+            })
+            self.starved["pages"] = [n.payload for n in pager.notifications if n.receiver == "pager"]
+            if fired is None:
+                self.starved["problems"].append(f"no {BURN} page within {STARVED_PAGE_TIMEOUT_SECONDS} s; "
+                                                f"alertmanager:\n{alertmanager.log_tail()}")
+        finally:
+            if starver is not None:
+                starver.stop()
+            self.starved["problems"] += [f"steady producer: {e!r}" for e in steady.stop()]
+            self.stop_shipped()
+        # caught up again before the stop phase, which times the page from a healthy flow
+        self.monitor.wait_for(lambda s: (f := flow_of(s, self.flow))["lag"]["records"] == 0
+                              and f["heartbeat"]["age_seconds"] < 5, 90, "caught up after the starvation")
 
     def replicator_stopped(self) -> None:
         """SIGTERM; late records keep coming, some are deleted before being copied; wait for the page."""
@@ -416,7 +563,7 @@ class Scenario:
 
     def stop(self) -> None:
         for stop in (self.late.stop, self.replicator.terminate, self.monitor.stop, self.prometheus.stop,
-                     self.alertmanager.stop, self.webhook.stop):
+                     self.alertmanager.stop, self.webhook.stop, self.stop_shipped):
             try:
                 stop()
             except Exception as exc:  # keep stopping the others
@@ -446,6 +593,9 @@ def _write_artifacts(s: Scenario, artifacts_dir: Path) -> None:
         "monitor_interval_seconds": MONITOR_INTERVAL_SECONDS, **s.timing, "problems": s.problems,
     }
     (artifacts_dir / "alert-timing-live.json").write_text(json.dumps(timing, indent=2) + "\n")
+    starved = {k: v for k, v in s.starved.items() if k != "pages"}
+    (artifacts_dir / "rpo-page-shipped.json").write_text(json.dumps(starved, indent=2) + "\n")
+    print(f"\nstarved replicator, shipped settings: {json.dumps(starved)}")
     print(f"\nlive alert timing: {json.dumps(timing)}\nlive queries: {json.dumps(doc['summary'])}")
 
 
@@ -457,6 +607,10 @@ def test_every_dashboard_panel_expression_returns_live_data(live):
     panels = [c for c in live.queries.checks if c.kind == "panel"]
     assert len(panels) >= 30
     assert not [c for c in panels if c.error], _missing(c for c in panels if c.error)
+    audit = [c for c in panels if "sparkmirror_audit_" in c.expr]
+    served = [c for c in audit if c.phase is not None]
+    assert not served, "the monitor serves the audit now: check these panels with live data\n" + _missing(served)
+    panels = [c for c in panels if c not in audit]
     empty = [c for c in panels if c.phase is None]
     assert not empty, "dashboard expressions that never returned live data:\n" + _missing(empty)
 
@@ -518,3 +672,24 @@ def test_heartbeats_stopped_pages_and_resolves_live(live):
         return
     assert t["resolve_from_heartbeats_seconds"] <= (MONITOR_INTERVAL_SECONDS + SCRAPE_SECONDS
                                                     + 2 * EVALUATION_SECONDS + GROUP_INTERVAL_SECONDS + 15)
+
+
+def test_a_starved_replicator_breaching_its_objective_pages_once_with_the_budget_left(live):
+    """The real replicator, starved of CPU, falls behind its 10-s objective while its heartbeats keep
+    arriving: with the shipped intervals, grouping and group_wait the fast burn pages once at the pager,
+    its description says how much of the budget is left, and nothing else pages for the flow."""
+    s = live.starved
+    assert s.get("good_before_starving"), f"the flow was not within its objective before the starvation: {s}"
+    assert not s["problems"] and s.get("pages"), f"no page: {s}"
+    pages = [n for n in s["pages"] if n.get("groupLabels", {}).get("flow") == live.flow]
+    assert len(pages) == 1, [[a["labels"]["alertname"] for a in n["alerts"]] for n in pages]
+    (alert,) = [a for a in pages[0]["alerts"] if a["status"] == "firing"]
+    assert alert["labels"]["alertname"] == BURN and alert["labels"]["severity"] == "critical"
+    assert alert["annotations"]["runbook_url"].endswith("#sparkmirrorrpobudgetburn")
+    left = re.search(r"Budget left over the period: ([\d.]+)%\.", alert["annotations"]["description"])
+    assert left and 0 < float(left.group(1)) < 100, alert["annotations"]["description"]
+    assert not s["heartbeats_stopped_fired"], "the starved replicator's heartbeats paged: not slowed, stopped"
+    # the burn's `for` after its first bad evaluation, never before; then one evaluation and the group_wait
+    assert s["breach_to_page_seconds"] is not None and s["breach_to_page_seconds"] >= 60 - 10, s
+    print(f"\nRPO page with the shipped settings: {s['breach_to_page_seconds']} s from the first breach the "
+          f"monitor reported, {s['starved_to_page_seconds']} s from the starvation; budget left {left.group(1)} %")
