@@ -205,8 +205,7 @@ class AuditEngine:
                                        "copied before the first offset-sync the audit saw", now))
 
     def _is_compacted(self, topic: str) -> bool:
-        # not kept in the state file: a restarted audit asks again (a policy may change, too)
-        if topic not in self.compacted:
+        if topic not in self.compacted:  # not in the state file: a restarted audit asks again
             self.compacted.update(self.readers.source.compacted([topic]))
         return self.compacted.get(topic, False)
 
@@ -261,8 +260,7 @@ class AuditEngine:
         # the source may hold markers or compacted gaps where it was replayed: read twice the reach
         reach = w.u_b if w.u_b - w.u_a >= dd else max(w.u_b, w.u_a + 2 * dd + 10)
         compacted = self._is_compacted(b.topic)
-        if compacted and not w.replay:
-            # a little past u_b: a target record copied from there (a replay) must not count as the key's newest
+        if compacted and not w.replay:  # past u_b: a target record copied from there is no newest of its key
             reach = max(reach, w.u_b + dd + 10)
         remote = self.flow.remote(b.topic)
         # A replay (u_b below u_a) repeats [u_b, ...): the source is read from there, so that what this
@@ -335,7 +333,8 @@ class AuditEngine:
         # what the target range holds of [u_b, ...) (of a replay: all it holds) is copied again after d_b
         since = w.u_a if w.replay else w.u_b
         replayed = [r.offset for r in s.records if r.offset >= since and r.identity(with_time) in copied]
-        outcome = by_key(records, t.records, target_whole=whole(t.records, max(w.d_a, t.log_start), t.end),
+        target_whole = whole(t.records, max(w.d_a, t.log_start), t.end)
+        outcome = by_key(records, t.records, target_whole=target_whole,
                          same_range=not w.replay and w.u_b - w.u_a >= dd and not replayed)
         for d in outcome.differences:
             self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
@@ -374,10 +373,7 @@ class AuditEngine:
             tgt = [r for r in t.records if r.offset >= seg.d + cut]
         else:
             src, tgt = s.records, t.records
-        if self._is_compacted(b.topic):
-            outcome = paired(src, tgt, seg.d - seg.u)
-        else:
-            outcome = reconcile(src, tgt)
+        outcome = paired(src, tgt, seg.d - seg.u) if self._is_compacted(b.topic) else reconcile(src, tgt)
         self.tally.verified(b.topic, outcome.verified, now)
         for d in outcome.differences:
             self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
