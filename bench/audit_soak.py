@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         snap = engine.snapshot()
         mm2.stop()
         readers.close()
-        result = {"soak_minutes": args.minutes, "rate": args.rate, "counts": snap["counts"],
+        result = {"soak_minutes": args.minutes, "rate": args.rate, "counts": snap["counts"], "topics": snap["topics"],
                   "coverage": snap["coverage"], "findings": snap["findings"][:20],
                   "positions": snap["positions"], "read_bytes": snap["read_bytes"],
                   "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
