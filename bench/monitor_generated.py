@@ -222,6 +222,9 @@ class GeneratedCluster(ClusterClient):
     def consumer_groups(self) -> list[str]:
         return list(self.workload.groups) if self.alias == SOURCE else []
 
+    def consumer_groups_beside_offsets(self) -> list[str]:
+        return self.consumer_groups()
+
     def committed_offsets(self, groups):
         return CLOCK.run(self.workload.committed_offsets, groups, time.time())
 

@@ -345,6 +345,12 @@ class ClusterClient:
         unless some broker did list groups."""
         return run_admin(self._cluster_admin, _consumer_groups, self.timeout, timeout=self.timeout + 5)
 
+    def consumer_groups_beside_offsets(self) -> list[str]:
+        """``consumer_groups`` asked in the group-offsets child: for reads on a flow's target
+        (who could fail back), which must never queue the target's reachability check behind
+        a ListGroups that waits out its timeout while that cluster is down."""
+        return run_admin(self._groups_admin, _consumer_groups, self.timeout, timeout=self.timeout + 5)
+
     def committed_offsets(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
         """Committed offsets of each group (one OffsetFetch per group, sent together), asked in a
         child process (see sparkmirror.adminproc); once more with a fresh one if librdkafka aborted it."""

@@ -60,7 +60,7 @@ class GroupOffsetCollector:
     async def _refresh_target(self, watched) -> None:
         """The groups' commits on the target's mirror partitions: who could fail back (monitor.failback)."""
         mirrors = {(p.target_topic, p.partition) for p in list(watched.values())}
-        groups = await self.target.call(self.target.consumer_groups)
+        groups = await self.target.call(self.target.consumer_groups_beside_offsets)
         groups = [g for g in groups if self.flow.watches_group(g, self.options.group_filter)]
         committed = await self.target.call(self.target.committed_offsets, groups) if groups else {}
         offsets = {}
