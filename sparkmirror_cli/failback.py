@@ -61,26 +61,8 @@ class _Records:
 
     def at(self, topic: str, partition: int, offset: int, timeout: float = 20.0):
         """The record at ``offset``, or None when there is none (deleted, a marker, past the end)."""
-        import time
-
-        from confluent_kafka import KafkaError, TopicPartition
-
-        self._consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                msg = self._consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        return None
-                    continue
-                return msg if msg.offset() == offset else None
-            raise ClusterError(f"reading offset {offset} of {topic}[{partition}] timed out", cluster=self.cluster,
-                               topic=topic)
-        finally:
-            self._consumer.unassign()
+        found = self.read_range(topic, partition, offset, offset + 1, timeout)
+        return found[0] if found else None
 
     def read_range(self, topic: str, partition: int, start: int, end: int | None, timeout: float = 60.0) -> list:
         """The records from ``start`` to ``end`` (exclusive; None: the partition's end), in order."""
