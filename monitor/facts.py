@@ -78,6 +78,7 @@ class PartitionState:
     read_at: float | None = None
     probe: Probe | None = None
     lost_through: int = -1                # data loss counted up to this offset (exclusive)
+    no_sync_since: float | None = None    # when the mirror first held records that no offset-sync covers
     window: deque[Sample] = field(default_factory=deque)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from monitor.facts import (DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS, CheckpointRecord, ClusterHealth, FlowState,
                            PartitionState, Probe, TopicPartition, TopicRetention)
-from monitor.lag import lost_range, records_lag, replicated_position
+from monitor.lag import UNKNOWN_NO_SYNC, lost_range, records_lag, replicated_position
 from monitor.pacing import Pacer, finish
 from monitor.watch import WatchedFlow
 from monitor.windows import (AT, GROUP_HISTORY, RECENT_SYNCS, ROUNDS_KEPT, LatencySamples, add_recent_sync,
@@ -277,6 +277,10 @@ class MonitorState:
         part.target_topic = row.target_topic
         part.source_start, part.source_end, part.target_end = row.source_start, row.source_end, row.target_end
         part.source_high_watermark = row.source_high_watermark
+        if position.basis != UNKNOWN_NO_SYNC:
+            part.no_sync_since = None
+        elif part.position.basis != UNKNOWN_NO_SYNC or part.no_sync_since is None:
+            part.no_sync_since = at
         part.sync, part.position, part.read_at = row.sync, position, at
         if row.source_end is not None:
             lag = records_lag(position.offset, row.source_start, row.source_end)

@@ -47,6 +47,11 @@ def partition_results(fs: FlowState, now: float, stopped: bool, stop_reason: str
     return partitions
 
 
+# How long a mirror partition may hold records before the offset-sync that covers them arrives:
+# MM2's task offset commit (offset.flush.interval.ms, 60 s by default) plus a refresh.
+NO_SYNC_GRACE_SECONDS = 75.0
+
+
 def partition_result(part: PartitionState, now: float, stopped: bool, stop_reason: str,
                settings: EvaluatorSettings, resumed_at: float | None = None) -> PartitionResult:
     """One partition's figures and status.
@@ -80,9 +85,19 @@ def partition_result(part: PartitionState, now: float, stopped: bool, stop_reaso
                        f"they were replicated: log start {part.source_start} > replicated position "
                        f"{lost[0]}")
     elif lag is None:
-        # Unknown by configuration (no offset-syncs) is said, not warned about: nothing is wrong.
-        status = OK if part.position.basis == lagmath.UNKNOWN_SYNCS_OFF else WARN
-        reasons.append(_UNKNOWN_REASONS.get(part.position.basis, part.position.basis))
+        basis = part.position.basis
+        if basis == lagmath.UNKNOWN_NO_SYNC and part.no_sync_since is not None \
+                and now - part.no_sync_since < NO_SYNC_GRACE_SECONDS:
+            # A mirror partition's first records land before the offset-sync that describes them
+            # (MM2 sends it after their acknowledgement, or with the task's next offset commit when
+            # its sync producer has 10 in flight): unknown, but not yet a warning.
+            status = OK
+            reasons.append(f"waiting for the first offset-sync of this mirror partition "
+                           f"({now - part.no_sync_since:.0f}s; a warning after {NO_SYNC_GRACE_SECONDS:.0f}s)")
+        else:
+            # Unknown by configuration (no offset-syncs) is said, not warned about: nothing is wrong.
+            status = OK if basis == lagmath.UNKNOWN_SYNCS_OFF else WARN
+            reasons.append(_UNKNOWN_REASONS.get(basis, basis))
     elif (held := _held_by_open_transaction(part, position, window, full)) is not None:
         # The replicator reads read_committed, where MM2's consumer reads everything: it can copy
         # nothing past the last stable offset while a transaction is open there. Not its fault.
