@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from monitor.audit.budget import DEFAULT_BUDGET as DEFAULT_AUDIT_BUDGET
 from sparkmirror import objectives
 from sparkmirror.errors import ConfigError
 from sparkmirror.listen import parse_listen
@@ -31,6 +32,8 @@ EVALUATOR, WATCHER = frozenset({"evaluator"}), frozenset({"watcher"})
 BOTH = EVALUATOR | WATCHER
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
+#: who copies the flows, as the audit reads their source (monitor.audit.engine)
+AUDIT_REPLICATORS = ("sparkmirror", "mm2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +198,25 @@ OPTIONS: tuple[Option, ...] = (
            "do not read source records to measure lag in seconds (nor the time span a "
            "failover would re-read)",
            WATCHER, action="store_false", dest="probe_lag_seconds"),
+    # The audit (monitor.audit; docs/audit.md): AuditOptions.of reads these fields.
+    Option("--audit", "on", "audit every flow's copy record by record: on (default) or off",
+           WATCHER, choices=("on", "off")),
+    Option("--audit-budget", DEFAULT_AUDIT_BUDGET,
+           "bytes per second the audit reads from each cluster at most (default {default}: docs/audit.md)",
+           WATCHER, type=int, metavar="BYTES", check=AT_LEAST_0),
+    Option("--audit-interval", 5.0, "seconds between two audit rounds (default {default})",
+           WATCHER, type=float, metavar="SECONDS", check=MORE_THAN_0),
+    Option("--audit-state-dir", None,
+           "directory for the audit's positions and the syncs it has seen, so that a restarted monitor "
+           "continues (default: none, and a restart begins afresh)",
+           WATCHER, metavar="DIR"),
+    Option("--audit-replicator", "sparkmirror",
+           "who copies the flows: the source is read as it reads (sparkmirror: read_committed; mm2: its "
+           "consumer's isolation.level, read_uncommitted unless set). Default {default}",
+           WATCHER, choices=AUDIT_REPLICATORS),
 )
+
+AUDIT_OPTIONS = tuple(o for o in OPTIONS if o.flag == "--audit" or o.flag.startswith("--audit-"))
 
 OPTION = {o.flag: o for o in OPTIONS}
 

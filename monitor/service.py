@@ -25,14 +25,18 @@ start stops the ones before it, in reverse, and the error is raised), data flow 
    EndOffsetCollector with the source cluster's LagProbe; with ``--replicator-url``, one
    ReplicatorCollector per replicator (which flows it paused); the tails start
    reading, the other collectors run as tasks;
-3. a first evaluation, then the evaluator loop, which turns the MonitorState
+3. the audit (monitor.audit, unless ``--audit off``): one AuditEngine per flow with
+   offset-syncs, its rounds in a thread of its own; its newest snapshot goes into
+   every evaluation (``extra["audit"]``);
+4. a first evaluation, then the evaluator loop, which turns the MonitorState
    into an Evaluation every interval (and on demand when a request finds the
    last one older than ``positions_interval``);
-4. the aiohttp server (/metrics, /api/status, /api/history, the status page,
+5. the aiohttp server (/metrics, /api/status, /api/history, the status page,
    /healthz), and with ``--web-config-file`` the task that reloads it.
 
 ``stop()`` stops them in reverse order, each within its own timeout: the web config
-reload, the aiohttp server, the evaluator loop, the collectors' tasks and then their
+reload, the aiohttp server, the evaluator loop, the audit (its rounds in flight end
+first), the collectors' tasks and then their
 tails, the HealthCollector, the cluster clients and, last, the OpenTelemetry
 exporter; a stage that fails to stop is logged and the others still stop. Every
 loop runs in monitor.loops (a failed round is logged and the loop goes on). Nothing
@@ -50,6 +54,8 @@ from collections.abc import Callable, Coroutine, Iterable
 
 from aiohttp import web
 
+from monitor.audit.component import AuditComponent
+from monitor.audit.options import AuditOptions
 from monitor.collectors.checkpoints import CheckpointCollector
 from monitor.collectors.cluster import ClusterClient, HealthCollector
 from monitor.collectors.groups import GroupOffsetCollector
@@ -87,6 +93,8 @@ TASKS_STOP_TIMEOUT = 10.0
 TAILS_STOP_TIMEOUT = 5.0
 HTTP_STOP_TIMEOUT = 60.0
 OTEL_STOP_TIMEOUT = 5.0
+#: an audit round's content checks end within 10 s, its reads within the client timeout
+AUDIT_STOP_TIMEOUT = 25.0
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 
@@ -231,6 +239,9 @@ class MonitorService:
         self.otel = OtelExporter(lambda: self._evaluation, __version__, readers=otel_readers,
                                  latency_samples=samples.take if samples is not None else None)
         self.clients: dict[str, ClusterClient] = {}
+        self._config = config
+        self.audit: AuditComponent | None = None
+        self._audit_rounds = _Tasks(lambda: [self.audit.run()] if self.audit else [])
         self._gc = GcSettler()
         self._runner: web.AppRunner | None = None
         self._web: LiveWebConfig | None = None
@@ -245,6 +256,8 @@ class MonitorService:
                    name="the reachability checks")
         stages.add(_FlowCollectors(self.flows, self.clients, self.state, options), timeout=TAILS_STOP_TIMEOUT,
                    name="the collectors")
+        if AuditOptions.of(options).enabled:
+            stages.add(_Stage(self._start_audit, self._stop_audit), timeout=AUDIT_STOP_TIMEOUT, name="the audit")
         stages.add(_Stage(self._start_evaluator, self._stop_evaluator), name="the evaluator")
         stages.add(_Stage(self._serve, self._close_server), timeout=HTTP_STOP_TIMEOUT, name="the HTTP server")
         if options.web_config is not None:
@@ -260,7 +273,10 @@ class MonitorService:
         return ev
 
     def _record(self, ev: Evaluation) -> None:
-        """The evaluation becomes the current one, in the history and the objectives' budgets."""
+        """The evaluation becomes the current one, in the history and the objectives' budgets,
+        with the audit's newest snapshot per flow."""
+        if self.audit is not None:
+            ev.extra["audit"] = self.audit.snapshot()
         self._evaluation = ev
         self.history.record(ev)
         self.rpo.annotate(ev)
@@ -333,6 +349,17 @@ class MonitorService:
     def _stop_clients(self, timeout: float) -> None:
         for client in self.clients.values():
             client.shutdown()
+
+    def _start_audit(self) -> None:
+        consumers = {alias: consumer for alias, (_, consumer) in self._client_configs.items()}
+        self.audit = AuditComponent(self._config, AuditOptions.of(self.options), consumers,
+                                    timeout=self.options.timeout)
+        self._audit_rounds.start()
+
+    async def _stop_audit(self, timeout: float) -> None:
+        await self._audit_rounds.stop(timeout)
+        if self.audit is not None:
+            await asyncio.to_thread(self.audit.close, timeout)
 
     def _start_evaluator(self) -> None:
         self.evaluate_now()

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
 from monitor.audit.options import AuditOptions
 from monitor.audit.reader import ClusterReader
+from monitor.loops import RoundFailures, repeat
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ class AuditComponent:
                  timeout: float = 10.0) -> None:
         self.options = options
         self.engines: list[AuditEngine] = []
+        self._threads: dict[str, ThreadPoolExecutor] = {}
+        self._latest: dict[str, dict] = {}
         if not options.enabled:
             return
         for flow_config in config.enabled_flows():
@@ -49,23 +53,55 @@ class AuditComponent:
             self.engines.append(AuditEngine(flow, readers, AuditSettings(
                 budget=options.budget or None, interval=options.interval, state_path=state)))
 
+        # One thread per flow for its rounds (blocking Kafka reads): a stop waits for the round in
+        # it to end before the readers close, since a consumer closed while another thread reads
+        # with it is undefined behaviour in librdkafka.
+        self._threads = {e.flow.name: ThreadPoolExecutor(1, thread_name_prefix=f"audit {e.flow.name}")
+                         for e in self.engines}
+        # per flow, the snapshot at the end of its newest round (or of the state it continues from),
+        # taken in the round's thread: the exporters on the event loop read a finished one
+        self._latest = {e.flow.name: e.snapshot() for e in self.engines}
+
     async def run(self) -> None:
         """Every flow's rounds, until cancelled."""
         if self.engines:
-            await asyncio.gather(*(e.run() for e in self.engines))
+            await asyncio.gather(*(self._rounds(e) for e in self.engines))
 
-    def close(self) -> None:
+    async def _rounds(self, e: AuditEngine) -> None:
+        loop, thread = asyncio.get_running_loop(), self._threads[e.flow.name]
+        def round_() -> None:
+            e.round()
+            self._latest[e.flow.name] = e.snapshot()
+
+        await repeat(lambda: loop.run_in_executor(thread, round_), e.settings.interval,
+                     RoundFailures(f"audit of {e.flow.name}", log, extra={"flow": e.flow.name}))
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Waits up to ``timeout`` for the rounds in flight, then closes the readers of the flows
+        whose round ended (a reader still in use is left to the process's exit)."""
+        deadline = time.monotonic() + timeout
         for e in self.engines:
+            thread = self._threads[e.flow.name]
+            thread.shutdown(wait=False, cancel_futures=True)
+            busy = thread._work_queue.qsize() or any(t.is_alive() for t in thread._threads)
+            while busy and time.monotonic() < deadline:
+                time.sleep(0.05)
+                busy = any(t.is_alive() for t in thread._threads)
+            if busy:
+                log.warning("the audit of %s did not end its round within %.0fs: its readers are left open",
+                            e.flow.name, timeout, extra={"flow": e.flow.name})
+                continue
             e.readers.close()
 
     def snapshot(self) -> dict[str, dict]:
-        return {e.flow.name: e.snapshot() for e in self.engines}
+        """Per flow, the snapshot at the end of its newest round (or of the state it continues from)."""
+        return dict(self._latest)
 
     def samples(self) -> list[tuple[str, dict[str, str], float]]:
         """(metric, labels, value) for every audit series."""
         out = []
         for e in self.engines:
-            snap = e.snapshot()
+            snap = self._latest[e.flow.name]
             for topic, counts in snap["topics"].items():
                 for metric, count in COUNTERS.items():
                     out.append((metric, {"flow": e.flow.name, "topic": topic}, float(counts[count])))

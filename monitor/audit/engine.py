@@ -32,10 +32,11 @@ from monitor.audit.reader import ClusterReader
 from monitor.audit.reconcile import (DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, by_key, paired, reconcile,
                                      whole)
 from monitor.loops import RoundFailures, repeat
+from monitor.options import AUDIT_REPLICATORS
 
 log = logging.getLogger(__name__)
 
-REPLICATORS = ("sparkmirror", "mm2")
+REPLICATORS = AUDIT_REPLICATORS
 #: target records read as one window at most (irregular windows in a row are merged up to it)
 MAX_WINDOW = 5000
 

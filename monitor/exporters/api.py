@@ -64,8 +64,28 @@ def _lag_key(p: PartitionResult) -> tuple[float, int]:
     return (p.lag_seconds or 0.0, p.lag_records or 0)
 
 
-def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: dict | None = None) -> dict[str, Any]:
-    """``rpo``: the flow's recovery-point objective, budget left and lag percentiles (monitor.rpo)."""
+#: findings shown in full per flow (the counts cover every one)
+AUDIT_FINDINGS_SHOWN = 20
+
+
+def audit_document(snap: dict | None) -> dict[str, Any] | None:
+    """The flow's audit (monitor.audit): counts, coverage and the first findings in full; None when
+    the flow is not audited (--audit off, or no offset-syncs to pair records by)."""
+    if snap is None:
+        return None
+    findings = snap.get("findings") or []
+    return {"counts": snap["counts"], "coverage": snap["coverage"], "verified_last_hour": snap["verified_last_hour"],
+            "topics": snap["topics"], "partitions": snap["partitions"],
+            "unchecked_records": snap["unchecked_records"], "pending_windows": snap["pending_windows"],
+            "exactly_once": snap["exactly_once"], "source_isolation": snap["source_isolation"],
+            "rounds": snap["rounds"], "read_bytes": snap["read_bytes"],
+            "findings": findings[:AUDIT_FINDINGS_SHOWN], "findings_total": len(findings)}
+
+
+def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: dict | None = None,
+                  audit: dict | None = None) -> dict[str, Any]:
+    """``rpo``: the flow's recovery-point objective, budget left and lag percentiles (monitor.rpo);
+    ``audit``: the audit's newest snapshot of the flow (monitor.audit)."""
     hb = f.heartbeat
     buckets, total = histogram(f)
     lagging = sorted((p for p in f.partitions if p.lag_records), key=_lag_key, reverse=True)
@@ -88,6 +108,7 @@ def flow_document(f: FlowResult, detail: str = "summary", top: int = 10, rpo: di
         "lag": {"records": f.lag_records, "seconds": _round(f.lag_seconds),
                 "unknown_partitions": f.lag_unknown_partitions},
         "rpo": rpo,
+        "audit": audit_document(audit),
         "catchup": _catchup(f.catchup_state, f.copy_rate, f.source_rate, f.catchup_eta_seconds),
         "replicated_records_total": f.replicated_total, "source_records_total": f.source_total,
         "lag_probes_total": f.probes_total,
@@ -145,7 +166,8 @@ def status_document(ev: Evaluation | None, detail: str = "summary", top: int = 1
                     "gc_state_top_ups": ev.extra.get("gc_state_top_ups")},
         "status": ev.status,
         "clusters": [_plain(c) for c in ev.clusters],
-        "flows": [flow_document(f, detail, top, ev.extra.get("rpo", {}).get(f.name)) for f in ev.flows],
+        "flows": [flow_document(f, detail, top, ev.extra.get("rpo", {}).get(f.name),
+                                ev.extra.get("audit", {}).get(f.name)) for f in ev.flows],
         "decode_errors": [{"cluster": c, "topic": t, "record_type": r, "count": n}
                           for (c, t, r), n in sorted(ev.decode_errors.items())],
     }

@@ -263,6 +263,27 @@ def rpo_text(rpo: dict | None) -> tuple[str, str, str]:
     return value, f"{objective['text']} (since the monitor started); {spread}", cls
 
 
+def audit_text(audit: dict | None) -> tuple[str, str, str]:
+    """(value, detail, value class) of the flow's audit (monitor.audit): what was found missing or
+    altered, and the one line of what was verified."""
+    if not audit:
+        return "—", "not audited (--audit off, or the flow emits no offset-syncs)", ""
+    from monitor.audit.component import summary  # the one wording, shared with the audit's own use
+
+    c = audit["counts"]
+    bad = c["missing"] + c["mismatched"]
+    duplicates_are_errors = audit["exactly_once"] and c["duplicated"]
+    if bad:
+        value = f"{count(c['missing'])} missing · {count(c['mismatched'])} altered"
+    elif audit["rounds"] == 0:
+        value = "starting"
+    else:
+        value = "whole"
+    coverage = (audit.get("coverage") or {}).get("loss")
+    detail = summary(audit) + (f" · loss coverage {coverage * 100:.1f}%" if coverage is not None else "")
+    return value, detail, "late" if bad or duplicates_are_errors else ""
+
+
 def catchup_text(pace: dict) -> tuple[str, str, str]:
     """(value, detail, value class) of the time to catch up at the observed net rate (monitor.catchup)."""
     state = pace.get("state")
@@ -330,7 +351,7 @@ TEMPLATES.globals.update(
     history_span=history_span, rate_text=rate_text, sparkline_shape=sparkline_shape, chart_shape=chart_shape,
     heartbeat_text=heartbeat_text, eta_text=eta_text, unwell_partitions=unwell_partitions, by_status=by_status,
     bar_peak=bar_peak, bar_width=bar_width, newest_checkpoint=newest_checkpoint, retention_text=retention_text,
-    catchup_text=catchup_text, rpo_text=rpo_text, group_verdict=group_verdict, refresh_seconds=REFRESH_SECONDS)
+    catchup_text=catchup_text, rpo_text=rpo_text, audit_text=audit_text, group_verdict=group_verdict, refresh_seconds=REFRESH_SECONDS)
 _PARTS = TEMPLATES.get_template("parts.html.j2").module
 
 

@@ -21,7 +21,11 @@ Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 
 #: Levels of the metrics the monitor serves; sparkmirror.metrics may also define metrics other
 #: processes serve (e.g. the replicator's own), which the monitor's exporters leave out.
-MONITOR_LEVELS = frozenset({"monitor", "cluster", "flow", "group", "topic", "partition"})
+MONITOR_LEVELS = frozenset({"monitor", "cluster", "flow", "group", "topic", "partition", "audit"})
+
+#: the audit's counts per flow and topic (monitor.audit's snapshot): metric -> its key there
+AUDIT_COUNTS = ((m.AUDIT_VERIFIED, "verified"), (m.AUDIT_MISSING, "missing"), (m.AUDIT_MISMATCHED, "mismatched"),
+                (m.AUDIT_DUPLICATED, "duplicated"))
 
 
 def served_specs(granularity: str) -> list[m.MetricSpec]:
@@ -47,11 +51,24 @@ def samples(ev: Evaluation, version: str = "", partitions: bool = True) -> Itera
         yield m.CLUSTER_ERRORS, (c.alias,), float(c.errors_total)
     for f in ev.flows:
         yield from _flow(f, topic_level, per_partition, ev.generated_at - ev.started_at, only_not_ok, partitions)
+    yield from audit_samples(ev.extra.get("audit") or {})
     for (cluster, topic, record_type), count in sorted(ev.decode_errors.items()):
         yield m.DECODE_ERRORS, (cluster, topic, record_type), float(count)
     yield m.EVALUATION_DURATION, (), ev.duration_seconds
     yield m.LAST_EVALUATION, (), ev.generated_at
     yield m.MONITOR_INFO, (version, g), 1.0
+
+
+def audit_samples(snapshots: dict[str, dict]) -> Iterator[Sample]:
+    """The audit's series from its snapshot per flow: counts per topic, coverage per kind (a
+    coverage that is not known yet, nothing replicated in the last hour, is left out)."""
+    for flow, snap in sorted(snapshots.items()):
+        for topic, counts in snap["topics"].items():
+            for spec, key in AUDIT_COUNTS:
+                yield spec, (flow, topic), float(counts.get(key, 0))
+        for kind, ratio in snap["coverage"].items():
+            if ratio is not None:
+                yield m.AUDIT_COVERAGE, (flow, kind), float(ratio)
 
 
 def _flow(f: FlowResult, topic_level: bool, per_partition: bool, watched_seconds: float,

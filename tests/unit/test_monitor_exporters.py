@@ -60,6 +60,10 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
 
     ev, _ = evaluation()
     RpoTracker().annotate(ev)  # as the monitor does: the lag histogram is fed by every evaluation
+    # as the monitor does: the audit's newest snapshot per flow (monitor.audit.engine.snapshot)
+    ev.extra["audit"] = {FLOW: {"topics": {"orders": {"verified": 90, "missing": 2, "mismatched": 1,
+                                                      "duplicated": 0, "expired": 0, "unverifiable": 0}},
+                                "coverage": {"loss": 1.0, "content": 0.25}}}
     s = prometheus_samples(ev)
     names = {name for name, _ in s}
     served = served_specs("partition")
@@ -89,6 +93,9 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
     assert s[("sparkmirror_heartbeat_latency_seconds_count", (("flow", FLOW),))] == 1
     assert s[("sparkmirror_monitor_info", (("granularity", "partition"), ("version", "1.2.3")))] == 1
     assert ("sparkmirror_cluster_up", (("cluster", "b"),)) not in s  # never asked yet: no sample
+    assert s[("sparkmirror_audit_records_missing_total", (("flow", FLOW), ("topic", "orders")))] == 2
+    assert s[("sparkmirror_audit_records_mismatched_total", (("flow", FLOW), ("topic", "orders")))] == 1
+    assert s[("sparkmirror_audit_coverage_ratio", (("flow", FLOW), ("kind", "content")))] == 0.25
 
 
 def test_granularity_drops_finer_labels():

@@ -16,7 +16,7 @@ from sparkmirror.model.parse import parse_config
 CONFIG = ("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
           "A->B.enabled = true\n")
 STAGES = ["the OpenTelemetry exporter", "the cluster clients", "the reachability checks", "the collectors",
-          "the evaluator", "the HTTP server"]
+          "the audit", "the evaluator", "the HTTP server"]
 
 
 def test_the_stages_are_the_documented_order_and_stop_in_reverse():
@@ -27,7 +27,7 @@ def test_the_stages_are_the_documented_order_and_stop_in_reverse():
     doc = monitor.service.__doc__
     documented = doc[doc.index("``start()``"):doc.index("``stop()``")]
     at = [documented.index(what) for what in ("OpenTelemetry exporter", "ClusterClient", "HealthCollector",
-                                              "HeartbeatCollector", "evaluator loop", "aiohttp server")]
+                                              "HeartbeatCollector", "AuditEngine", "evaluator loop", "aiohttp server")]
     assert at == sorted(at), "the stages' order and the docstring's differ"
 
     async def run():
@@ -39,6 +39,9 @@ def test_the_stages_are_the_documented_order_and_stop_in_reverse():
         assert service._stages.started == []
         assert not any(t.tail._thread.is_alive() for t in tails)
         assert all(c._executor._shutdown for c in service.clients.values())
+        # the audit's round thread ended before its readers closed
+        assert service.audit.engines and not any(t.is_alive() for x in service.audit._threads.values()
+                                                 for t in x._threads)
 
     asyncio.run(run())
 

@@ -135,3 +135,24 @@ def test_every_template_ships_in_the_wheel():
     globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["monitor"]
     templates = [p.relative_to(root / "monitor").as_posix() for p in (root / "monitor/exporters/templates").iterdir()]
     assert templates and all(any(fnmatch(t, g) for g in globs) for t in templates), (templates, globs)
+
+
+def test_the_audit_figure_names_what_is_missing_and_lists_the_findings_escaped():
+    from monitor.audit.findings import Finding, Tally
+    from monitor.exporters.api import audit_document
+
+    tally = Tally()
+    tally.add(Finding("missing", f"t{HOSTILE}", 3, 1041, None, 1, f"d{HOSTILE}", 1_800_000_000.0))
+    snapshot = {"counts": tally.totals(), "topics": {t: dict(c) for t, c in tally.counts.items()},
+                "coverage": {"loss": 1.0, "content": 0.5}, "verified_last_hour": 12_345, "findings":
+                [f.to_json() for f in tally.findings], "partitions": 4, "unchecked_records": 0, "pending_windows": 0,
+                "exactly_once": False, "source_isolation": "read_committed", "rounds": 3,
+                "read_bytes": {"source": 1, "target": 1}}
+    status = hostile_status("x")
+    status["flows"][0]["audit"] = audit_document(snapshot)
+    text = page.fragment(status, None)
+    assert "1 missing · 0 altered" in text and "verified 12 k records in the last hour" in text
+    assert f"t{ESCAPED}[3] source offset 1041, target offset —" in text and f"d{ESCAPED}" in text
+    assert HOSTILE not in text
+    status["flows"][0]["audit"] = None
+    assert "not audited" in page.fragment(status, None)
