@@ -85,6 +85,8 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         Alertmanager can inhibit it while one of the two is unreachable (alerts/alertmanager.yml)."""
         return f"({expr}) * on(flow) group_left(source, target) max by (flow, source, target) ({sel(m.FLOW_INFO)})"
 
+    exactly_once = f"{sel(m.AUDIT_EXACTLY_ONCE)} == 1"  # flows whose duplicates are errors
+
     def grew(spec: m.MetricSpec) -> str:
         """The counter rose in the window, or its series appeared already above 0 (the monitor or the
         replicator started after the loss: ``increase()`` needs two samples and misses that one)."""
@@ -236,15 +238,20 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         AlertRule(
             "SparkmirrorReplicationAuditFailed",
             # one alert per kind of finding, so the notification says which it is
-            " or ".join(f'label_replace({grew(spec)}, "finding", "{finding}", "flow", ".*")'
-                        for spec, finding in ((m.AUDIT_MISSING, "missing"), (m.AUDIT_MISMATCHED, "altered"))),
+            " or ".join(f'label_replace({expr}, "finding", "{finding}", "flow", ".*")'
+                        for expr, finding in ((grew(m.AUDIT_MISSING), "missing"),
+                                              (grew(m.AUDIT_MISMATCHED), "altered"),
+                                              (f"({grew(m.AUDIT_DUPLICATED)}) and on(flow) ({exactly_once})",
+                                               "duplicated"))),
             None, "critical",
             "The audit of flow {{ $labels.flow }} found records of {{ $labels.topic }} {{ $labels.finding }} "
             "on the target",
             "The audit of {{ $labels.flow }} compared the source and the target and found about "
             "{{ $value | humanize }} records of {{ $labels.topic }} "
             '{{ if eq $labels.finding "missing" }}missing from the target (the offset-syncs say they were '
-            "copied, the target does not hold them){{ else }}altered on the target (key, value, headers or "
+            'copied, the target does not hold them){{ else if eq $labels.finding "duplicated" }}held twice on '
+            "the target of this exactly-once flow (consumers reading read_committed see them twice)"
+            "{{ else }}altered on the target (key, value, headers or "
             "timestamp differ from the source's, a record out of order, or one the source never had)"
             f"{{{{ end }}}} in the last {t.data_lost_window}: the disaster-recovery copy is wrong, not just late. "
             "/api/status lists each finding with its partition and offsets (the audit object of the flow).",
@@ -252,13 +259,13 @@ def build(config: Config = DEFAULT) -> tuple[AlertRule, ...]:
         ),
         AlertRule(
             "SparkmirrorReplicationDuplicated",
-            grew(m.AUDIT_DUPLICATED),
+            f"({grew(m.AUDIT_DUPLICATED)}) unless on(flow) ({exactly_once})",
             None, "info",
             "The audit of flow {{ $labels.flow }} found records of {{ $labels.topic }} written twice",
             "The audit of {{ $labels.flow }} found about {{ $value | humanize }} records of "
-            f"{{{{ $labels.topic }}}} held twice on the target in the last {t.data_lost_window}. On an "
-            "at-least-once flow this is the expected replay after a replicator restart; on an exactly-once "
-            "flow (consumers reading read_committed) it is an error: see the runbook.",
+            f"{{{{ $labels.topic }}}} held twice on the target in the last {t.data_lost_window}: the "
+            "expected replay of an at-least-once flow after a replicator restart (on an exactly-once flow "
+            "SparkmirrorReplicationAuditFailed pages instead). See the runbook.",
             measure=sel(m.AUDIT_DUPLICATED),
         ),
         AlertRule(

@@ -354,6 +354,10 @@ class MonitorService:
         consumers = {alias: consumer for alias, (_, consumer) in self._client_configs.items()}
         self.audit = AuditComponent(self._config, AuditOptions.of(self.options), consumers,
                                     timeout=self.options.timeout)
+        for e in self.audit.engines:
+            log.info("auditing %s: source %s read %s, at most %s bytes/s from each cluster", e.flow.name,
+                     e.flow.source, e.flow.source_isolation, e.settings.budget or "unlimited",
+                     extra={"flow": e.flow.name})
         self._audit_rounds.start()
 
     async def _stop_audit(self, timeout: float) -> None:

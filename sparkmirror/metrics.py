@@ -336,6 +336,11 @@ AUDIT_DUPLICATED = _m(
     "audit_records_duplicated_total", "counter", "records", FT,
     "Records written to the target more than once (an error on exactly-once flows, expected after a "
     "restart on at-least-once flows).", level="audit")
+AUDIT_EXACTLY_ONCE = _m(
+    "audit_exactly_once", "gauge", "", ("flow",),
+    "1 when the audited flow writes its target exactly once (exactly.once.source.support = enabled): a "
+    "record held twice is then an error that pages, not the replay of an at-least-once restart.",
+    level="audit")
 AUDIT_COVERAGE = _m(
     "audit_coverage_ratio", "gauge", "", ("flow", "kind"),
     "Share of the last hour's replicated records the audit checked: kind=\"loss\" (accounted for by "

@@ -63,6 +63,7 @@ def audit_samples(snapshots: dict[str, dict]) -> Iterator[Sample]:
     """The audit's series from its snapshot per flow: counts per topic, coverage per kind (a
     coverage that is not known yet, nothing replicated in the last hour, is left out)."""
     for flow, snap in sorted(snapshots.items()):
+        yield m.AUDIT_EXACTLY_ONCE, (flow,), 1.0 if snap["exactly_once"] else 0.0
         for topic, counts in snap["topics"].items():
             for spec, key in AUDIT_COUNTS:
                 yield spec, (flow, topic), float(counts.get(key, 0))

@@ -23,7 +23,8 @@ One scenario (module fixture) runs once, and the tests judge what it recorded:
 Between 1 and 2, *replicator starved*: a producer writes records stamped now while the replicator's
 processes (driver, Spark JVM) get the CPU 4 s in every 26 (SIGSTOP, SIGCONT), so it copies late but
 its heartbeats still arrive well within their timeout: the flow breaches its recovery-point
-objective without stopping. A second Prometheus and Alertmanager, started once the flow is caught
+objective without stopping (only when its test is selected: it is marked ``slow``, and
+test_prometheus_stack.py proves the burn-rate pages in every run). A second Prometheus and Alertmanager, started once the flow is caught
 up in phase 1 (they record it within its objective first), run the
 shipped settings as they are (alerts/prometheus.yml's scrape and evaluation intervals,
 alerts/alertmanager.yml's routes, grouping and timers, the committed rules' ``for``) with the
@@ -352,10 +353,11 @@ class Scenario:
     def flow_status(self) -> dict:
         return flow_of(self.monitor.status(), self.flow)
 
-    def run(self) -> None:
+    def run(self, starve: bool = True) -> None:
         self.start()
-        self.replicating()
-        self.replicator_starved()
+        self.replicating(starve)
+        if starve:
+            self.replicator_starved()
         self.replicator_stopped()
         self.replicator_restarted()
         self.monitor_stopped()
@@ -370,12 +372,13 @@ class Scenario:
         self.prometheus.start()
         self.monitor.start()
 
-    def replicating(self) -> None:
+    def replicating(self, shipped: bool = True) -> None:
         """Caught up, live heartbeats, a checkpointed group; then every expression that has data now."""
         self.monitor.wait_for(lambda s: (f := flow_of(s, self.flow))["lag"]["records"] == 0 and f["groups"]
                               and f["heartbeat"]["age_seconds"] is not None and f["heartbeat"]["age_seconds"] < 5,
                               240, "a caught-up flow with live heartbeats and the group's checkpoints")
-        self.start_shipped()
+        if shipped:
+            self.start_shipped()
         self.timing["replicating_after_seconds"] = round(time.monotonic() - self.started, 1)
         # bad input for the decode-error panel: a record that is not a heartbeat, in this flow's own topic
         produce_raw(self.dr, f"p{self.u}.heartbeats", [{"key": b"not-a-heartbeat", "value": b"garbage"}])
@@ -567,10 +570,13 @@ class Scenario:
 
 
 @pytest.fixture(scope="module")
-def live(kafka_clusters, tmp_path_factory, artifacts_dir):
+def live(kafka_clusters, tmp_path_factory, artifacts_dir, request):
     scenario = Scenario(kafka_clusters, tmp_path_factory.mktemp("alerting-e2e"))
+    # the starved phase (about 2 minutes) only for its own test, which runs with -m slow
+    starve = any(item.name == test_a_starved_replicator_breaching_its_objective_pages_once_with_the_budget_left.__name__
+                 for item in request.session.items)
     try:
-        scenario.run()
+        scenario.run(starve)
     finally:
         scenario.stop()
         _write_artifacts(scenario, artifacts_dir)
@@ -663,6 +669,7 @@ def test_heartbeats_stopped_pages_and_resolves_live(live):
                                                     + 2 * EVALUATION_SECONDS + GROUP_INTERVAL_SECONDS + 15)
 
 
+@pytest.mark.slow
 def test_a_starved_replicator_breaching_its_objective_pages_once_with_the_budget_left(live):
     """The real replicator, starved of CPU, falls behind its 10-s objective while its heartbeats keep
     arriving: with the shipped intervals, grouping and group_wait the fast burn pages once at the pager,

@@ -63,7 +63,7 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
     # as the monitor does: the audit's newest snapshot per flow (monitor.audit.engine.snapshot)
     ev.extra["audit"] = {FLOW: {"topics": {"orders": {"verified": 90, "missing": 2, "mismatched": 1,
                                                       "duplicated": 0, "expired": 0, "unverifiable": 0}},
-                                "coverage": {"loss": 1.0, "content": 0.25}}}
+                                "coverage": {"loss": 1.0, "content": 0.25}, "exactly_once": True}}
     s = prometheus_samples(ev)
     names = {name for name, _ in s}
     served = served_specs("partition")
@@ -96,6 +96,7 @@ def test_prometheus_exposes_the_defined_metrics_with_their_values():
     assert s[("sparkmirror_audit_records_missing_total", (("flow", FLOW), ("topic", "orders")))] == 2
     assert s[("sparkmirror_audit_records_mismatched_total", (("flow", FLOW), ("topic", "orders")))] == 1
     assert s[("sparkmirror_audit_coverage_ratio", (("flow", FLOW), ("kind", "content")))] == 0.25
+    assert s[("sparkmirror_audit_exactly_once", (("flow", FLOW),))] == 1
 
 
 def test_granularity_drops_finer_labels():
