@@ -271,19 +271,23 @@ def _build(kafka_clusters, work: Path) -> dict[str, Scenario]:
 
 
 def _kill_once_ok(s: Scenario, _prometheus: PrometheusServer) -> None:
-    """Stop the copier (the replicator dies) once the monitor rated the flow OK with live heartbeats."""
+    """Stop the copier (the replicator dies) once the monitor rated the flow OK with live heartbeats
+    and Prometheus has scraped a heartbeat seen (the silence before the kill is measured from it: the
+    monitor can rate the flow OK between two scrapes)."""
     if not s.armed:
         return
     flow = flow_of(s.monitor.status(), s.flow)
     if flow["status"] == "OK" and (flow["heartbeat"]["age_seconds"] or 99) < 5:
-        s.seen["copier"].stop()
-        s.started, s.armed = time.monotonic(), False
-        s.seen["ok_before_the_kill"] = flow["status"]
         since = int(time.monotonic() - s.seen["monitor_started"]) + 1
         arrival = f'sparkmirror_heartbeat_arrival_age_seconds{{flow="{s.flow}"}}'
         seen = f'sparkmirror_heartbeat_seen{{flow="{s.flow}"}} == 1'
         longest = _prometheus.query(f"max_over_time(({arrival} and {seen})[{since}s:1s])")
-        s.seen["longest_silence_before_the_kill"] = float(longest[0]["value"][1]) if longest else None
+        if not longest:
+            return  # not scraped yet: the next tick
+        s.seen["copier"].stop()
+        s.started, s.armed = time.monotonic(), False
+        s.seen["ok_before_the_kill"] = flow["status"]
+        s.seen["longest_silence_before_the_kill"] = float(longest[0]["value"][1])
 
 
 def _throttle_fetches(bootstrap: str, client_id: str, bytes_per_second: int) -> None:
