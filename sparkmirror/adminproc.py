@@ -75,13 +75,21 @@ def _write(stream: BinaryIO, obj: Any) -> None:
     stream.flush()
 
 
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` has data within ``seconds``; poll(), since select() refuses descriptors above
+    1023, which a monitor of many flows (each with its Kafka clients' sockets) goes past."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
+
+
 def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
     """``n`` bytes from ``fd``; None at end of file; TimeoutError past ``deadline`` (monotonic)."""
     out = bytearray()
     while len(out) < n:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not _readable(fd, left):
                 raise TimeoutError
         chunk = os.read(fd, n - len(out))
         if not chunk:

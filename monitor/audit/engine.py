@@ -5,7 +5,7 @@ A round: read the offset-syncs that arrived since the last round into the books
 window the syncs revealed as irregular (losses are named within the round of the
 sync that reveals them, whatever the budget); then compare content, newest and
 oldest stretches of every partition in turn, while the read budget of both
-clusters allows; then save the state. ``run`` repeats rounds until cancelled;
+clusters allows; then save the state. the monitor repeats rounds (monitor.audit.component);
 ``full`` (``sparkmirror audit``) reads everything at once, without a budget.
 
 The source is read with the replicator's isolation level (sparkmirror: always
@@ -16,7 +16,6 @@ what that replicator should have written.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -31,7 +30,6 @@ from monitor.audit.findings import Finding, Tally
 from monitor.audit.reader import ClusterReader
 from monitor.audit.reconcile import (DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, by_key, paired, reconcile,
                                      whole)
-from monitor.loops import RoundFailures, repeat
 from monitor.options import AUDIT_REPLICATORS
 
 log = logging.getLogger(__name__)
@@ -149,11 +147,6 @@ class AuditEngine:
         self.rounds += 1
         self.save()
 
-    async def run(self) -> None:
-        """Rounds every ``interval`` seconds until cancelled (a failed round is logged, the next one runs)."""
-        await repeat(lambda: asyncio.to_thread(self.round), self.settings.interval,
-                     RoundFailures(f"audit of {self.flow.name}", log, extra={"flow": self.flow.name}))
-
     def full(self) -> None:
         """Everything at once: every irregular window, then every unchecked stretch (the command)."""
         self.progress.total = sum(len(b.pending) for b in self.books.values()) + sum(
@@ -174,7 +167,8 @@ class AuditEngine:
         if fresh:
             self._open_books(fresh, firsts, now)
         for s in syncs:
-            book = self.books[(s.topic, s.partition)]
+            if (book := self.books.get((s.topic, s.partition))) is None:  # not on the source: _open_books
+                continue
             last = book.last
             accounted = book.add_sync(s.upstream_offset, s.downstream_offset,
                                       gaps_on_target=self.flow.exactly_once)
@@ -185,19 +179,20 @@ class AuditEngine:
                 self.tally.loss_checked(accounted, now)
 
     def _open_books(self, keys: list[tuple[str, int]], firsts: dict[tuple[str, int], int], now: float) -> None:
-        """Books for partitions seen for the first time. A replicator need not sync its first record
-        (MM2 replaces a pending sync by a newer one while its producer is busy), so when both logs
-        still start at 0 the first window runs from (0, 0); otherwise what lies before the first
-        sync cannot be paired with the target, and is unverifiable."""
-        new_topics = [t for t in {t for t, _ in keys} if t not in self.compacted]
-        if new_topics:
+        """Books for partitions seen first. A replicator need not sync its first record (MM2 replaces a
+        pending sync while its producer is busy): when both logs start at 0 the first window is from
+        (0, 0); else what precedes the first sync cannot be paired with the target: unverifiable."""
+        if new_topics := [t for t in {t for t, _ in keys} if t not in self.compacted]:
             self.compacted.update(self.readers.source.compacted(new_topics))
         src = self.readers.source.log_starts(keys)
         tgt = self.readers.target.log_starts([(self.flow.remote(t), p) for t, p in keys])
         for topic, partition in keys:
-            book = self.books[(topic, partition)] = PartitionBook(topic, partition)
             start, first = src.get((topic, partition)), firsts[(topic, partition)]
-            if start is None or first <= start:
+            if start is None:  # not on the source now: its next sync asks again
+                _not_on_source(self.flow.name, topic, partition)
+                continue
+            book = self.books[(topic, partition)] = PartitionBook(topic, partition)
+            if first <= start:
                 continue
             if start == 0 and tgt.get((self.flow.remote(topic), partition)) == 0:
                 book.add_sync(0, 0)
@@ -400,6 +395,11 @@ class AuditEngine:
             "rounds": self.rounds,
             "undecodable_syncs": self.undecodable_syncs,
         }
+
+
+def _not_on_source(flow: str, topic: str, partition: int) -> None:
+    log.warning("audit of %s: an offset-sync names %s[%d], whose log start the source does not give: its "
+                "syncs are left out until it does", flow, topic, partition, extra={"flow": flow})
 
 
 def _ranges_of_duplicates(diffs: list[Difference]) -> list[tuple[Difference, int]]:

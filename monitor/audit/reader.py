@@ -74,7 +74,18 @@ class ClusterReader:
         out = {}
         for i in range(0, len(partitions), 250):
             chunk = [TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions[i:i + 250]]
-            for tp in self._consumer.offsets_for_times(chunk, timeout=self.timeout):
+            try:
+                got = self._consumer.offsets_for_times(chunk, timeout=self.timeout)
+            except KafkaException:
+                # one partition the cluster does not have (a sync naming it) fails the whole call:
+                # ask one by one, and leave out those that fail
+                got = []
+                for tp in chunk:
+                    try:
+                        got += self._consumer.offsets_for_times([tp], timeout=self.timeout)
+                    except KafkaException:
+                        continue
+            for tp in got:
                 if tp.error is None and tp.offset >= 0:
                     out[(tp.topic, tp.partition)] = tp.offset
         return out
