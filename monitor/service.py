@@ -93,8 +93,8 @@ TASKS_STOP_TIMEOUT = 10.0
 TAILS_STOP_TIMEOUT = 5.0
 HTTP_STOP_TIMEOUT = 60.0
 OTEL_STOP_TIMEOUT = 5.0
-#: an audit round's content checks end within 10 s, its reads within the client timeout
-AUDIT_STOP_TIMEOUT = 25.0
+#: how long a stop waits for an audit round in flight (one still running is left to the exit)
+AUDIT_STOP_TIMEOUT = 8.0
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 

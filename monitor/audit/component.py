@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
 from monitor.audit.options import AuditOptions
@@ -35,7 +35,7 @@ class AuditComponent:
                  timeout: float = 10.0) -> None:
         self.options = options
         self.engines: list[AuditEngine] = []
-        self._threads: dict[str, ThreadPoolExecutor] = {}
+        self._running: dict[str, threading.Thread] = {}
         self._latest: dict[str, dict] = {}
         if not options.enabled:
             return
@@ -53,11 +53,10 @@ class AuditComponent:
             self.engines.append(AuditEngine(flow, readers, AuditSettings(
                 budget=options.budget or None, interval=options.interval, state_path=state)))
 
-        # One thread per flow for its rounds (blocking Kafka reads): a stop waits for the round in
-        # it to end before the readers close, since a consumer closed while another thread reads
-        # with it is undefined behaviour in librdkafka.
-        self._threads = {e.flow.name: ThreadPoolExecutor(1, thread_name_prefix=f"audit {e.flow.name}")
-                         for e in self.engines}
+        # Each round runs in a daemon thread of its flow (blocking Kafka reads). A stop waits for the
+        # round in flight before the readers close (a consumer closed while another thread reads with
+        # it is undefined behaviour in librdkafka); a round still running then is left to the
+        # process's exit, which a daemon thread does not hold up.
         # per flow, the snapshot at the end of its newest round (or of the state it continues from),
         # taken in the round's thread: the exporters on the event loop read a finished one
         self._latest = {e.flow.name: e.snapshot() for e in self.engines}
@@ -68,29 +67,45 @@ class AuditComponent:
             await asyncio.gather(*(self._rounds(e) for e in self.engines))
 
     async def _rounds(self, e: AuditEngine) -> None:
-        loop, thread = asyncio.get_running_loop(), self._threads[e.flow.name]
+        loop = asyncio.get_running_loop()
+
         def round_() -> None:
             e.round()
             self._latest[e.flow.name] = e.snapshot()
 
-        await repeat(lambda: loop.run_in_executor(thread, round_), e.settings.interval,
+        await repeat(lambda: self._in_thread(loop, e.flow.name, round_), e.settings.interval,
                      RoundFailures(f"audit of {e.flow.name}", log, extra={"flow": e.flow.name}))
 
-    def close(self, timeout: float = 15.0) -> None:
+    def _in_thread(self, loop: asyncio.AbstractEventLoop, flow: str, fn) -> asyncio.Future:
+        done = loop.create_future()
+
+        def run() -> None:
+            try:
+                fn()
+                outcome = None
+            except BaseException as exc:  # handed to the loop, which logs it as the round's failure
+                outcome = exc
+            try:
+                loop.call_soon_threadsafe(_settle, done, outcome)
+            except RuntimeError:
+                pass  # the loop is gone: the monitor stopped
+
+        thread = self._running[flow] = threading.Thread(target=run, name=f"audit {flow}", daemon=True)
+        thread.start()
+        return done
+
+    def close(self, timeout: float = 8.0) -> None:
         """Waits up to ``timeout`` for the rounds in flight, then closes the readers of the flows
         whose round ended (a reader still in use is left to the process's exit)."""
         deadline = time.monotonic() + timeout
         for e in self.engines:
-            thread = self._threads[e.flow.name]
-            thread.shutdown(wait=False, cancel_futures=True)
-            busy = thread._work_queue.qsize() or any(t.is_alive() for t in thread._threads)
-            while busy and time.monotonic() < deadline:
-                time.sleep(0.05)
-                busy = any(t.is_alive() for t in thread._threads)
-            if busy:
-                log.warning("the audit of %s did not end its round within %.0fs: its readers are left open",
-                            e.flow.name, timeout, extra={"flow": e.flow.name})
-                continue
+            thread = self._running.get(e.flow.name)
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    log.warning("the audit of %s did not end its round within %.0fs: its readers are left "
+                                "open", e.flow.name, timeout, extra={"flow": e.flow.name})
+                    continue
             e.readers.close()
 
     def snapshot(self) -> dict[str, dict]:
@@ -131,3 +146,12 @@ def _count(n: int) -> str:
     if n >= 10_000:
         return f"{n / 1000:.0f} k"
     return f"{n:,}"
+
+
+def _settle(done: asyncio.Future, outcome: BaseException | None) -> None:
+    if done.done():  # cancelled: the monitor is stopping
+        return
+    if outcome is None:
+        done.set_result(None)
+    else:
+        done.set_exception(outcome)

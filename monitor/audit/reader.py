@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from monitor.audit.digest import Seen, seen
 from sparkmirror.errors import RecordFormatError
+from sparkmirror.logsetup import LibrdkafkaLog
 from sparkmirror.model.records import OffsetSync
 
 #: bytes per partition per fetch of loss windows and syncs: a range's overshoot is at most this
@@ -49,6 +50,9 @@ class ClusterReader:
         self.isolation = isolation
         self.bulk_fetch_bytes = bulk_fetch_bytes or BULK_FETCH_BYTES
         base = {k: v for k, v in config.items() if k not in ("group.id", "isolation.level")}
+        # librdkafka's own lines (a cluster down, every backoff) through logging, at DEBUG with the
+        # cluster, as the monitor's other clients: never raw text on stderr beside JSON logs
+        base["logger"] = LibrdkafkaLog(f"monitor.audit.librdkafka.{alias}", alias)
         self._base = base
         self._consumer = self._new_consumer(FETCH_BYTES)
         self._bulk: Consumer | None = None

@@ -40,8 +40,7 @@ def test_the_stages_are_the_documented_order_and_stop_in_reverse():
         assert not any(t.tail._thread.is_alive() for t in tails)
         assert all(c._executor._shutdown for c in service.clients.values())
         # the audit's round thread ended before its readers closed
-        assert service.audit.engines and not any(t.is_alive() for x in service.audit._threads.values()
-                                                 for t in x._threads)
+        assert service.audit.engines and not any(t.is_alive() for t in service.audit._running.values())
 
     asyncio.run(run())
 
