@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import threading
+import time
 
 from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
 from monitor.audit.options import AuditOptions
@@ -35,7 +35,13 @@ class AuditComponent:
                  timeout: float = 10.0) -> None:
         self.options = options
         self.engines: list[AuditEngine] = []
+        # Each round runs in a daemon thread of its flow (blocking Kafka reads). A stop waits for the
+        # round in flight before the readers close (a consumer closed while another thread reads with
+        # it is undefined behaviour in librdkafka); a round still running then is left to the
+        # process's exit, which a daemon thread does not hold up.
         self._running: dict[str, threading.Thread] = {}
+        # per flow, the snapshot at the end of its newest round (or of the state it continues from),
+        # taken in the round's thread: the exporters on the event loop read a finished one
         self._latest: dict[str, dict] = {}
         if not options.enabled:
             return
@@ -53,12 +59,6 @@ class AuditComponent:
             self.engines.append(AuditEngine(flow, readers, AuditSettings(
                 budget=options.budget or None, interval=options.interval, state_path=state)))
 
-        # Each round runs in a daemon thread of its flow (blocking Kafka reads). A stop waits for the
-        # round in flight before the readers close (a consumer closed while another thread reads with
-        # it is undefined behaviour in librdkafka); a round still running then is left to the
-        # process's exit, which a daemon thread does not hold up.
-        # per flow, the snapshot at the end of its newest round (or of the state it continues from),
-        # taken in the round's thread: the exporters on the event loop read a finished one
         self._latest = {e.flow.name: e.snapshot() for e in self.engines}
 
     async def run(self) -> None:

@@ -351,7 +351,8 @@ TEMPLATES.globals.update(
     history_span=history_span, rate_text=rate_text, sparkline_shape=sparkline_shape, chart_shape=chart_shape,
     heartbeat_text=heartbeat_text, eta_text=eta_text, unwell_partitions=unwell_partitions, by_status=by_status,
     bar_peak=bar_peak, bar_width=bar_width, newest_checkpoint=newest_checkpoint, retention_text=retention_text,
-    catchup_text=catchup_text, rpo_text=rpo_text, audit_text=audit_text, group_verdict=group_verdict, refresh_seconds=REFRESH_SECONDS)
+    catchup_text=catchup_text, rpo_text=rpo_text, audit_text=audit_text, group_verdict=group_verdict,
+    refresh_seconds=REFRESH_SECONDS)
 _PARTS = TEMPLATES.get_template("parts.html.j2").module
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from monitor import catchup
+from monitor.audit import component as audit_component
 from monitor.evaluator.results import Evaluation, FlowResult, GroupResult, PartitionResult, TopicResult
 from monitor.readiness import Headroom
 from sparkmirror import metrics as m
@@ -24,8 +25,7 @@ Sample = tuple[m.MetricSpec, tuple[str, ...], float]
 MONITOR_LEVELS = frozenset({"monitor", "cluster", "flow", "group", "topic", "partition", "audit"})
 
 #: the audit's counts per flow and topic (monitor.audit's snapshot): metric -> its key there
-AUDIT_COUNTS = ((m.AUDIT_VERIFIED, "verified"), (m.AUDIT_MISSING, "missing"), (m.AUDIT_MISMATCHED, "mismatched"),
-                (m.AUDIT_DUPLICATED, "duplicated"))
+AUDIT_COUNTS = tuple((m.BY_NAME[name], key) for name, key in audit_component.COUNTERS.items())
 
 
 def served_specs(granularity: str) -> list[m.MetricSpec]:
