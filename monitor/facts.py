@@ -175,10 +175,14 @@ class FlowState:
     collector_seconds: dict[str, float] = field(default_factory=dict)
     # per collector, its last ROUNDS_KEPT rounds as (time.monotonic() at the end, duration)
     collector_rounds: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    # The evaluator's memory of caught-up idle partitions' results (monitor.evaluator.partitions.idle_signature):
-    # reused while their figures do not move, so an evaluation costs what changed.
-    idle_results: dict[TopicPartition, tuple] = field(default_factory=dict)
-    idle_results_built: int = 0  # entries of idle_results built anew (monitor.gcpauses.GcSettler takes them)
+    # The evaluator's memory of each topic's evaluation (monitor.evaluator.blocks), reused while
+    # nothing in the topic moves, so an evaluation costs what changed; ``touched``: topics whose
+    # partitions' figures changed since the evaluator last took them.
+    topic_blocks: dict[str, object] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+    # (the evaluator's sorted keys, [(topic, its keys)]) as it last grouped them
+    topics_order: tuple | None = None
+    idle_results_built: int = 0  # idle partitions' results built anew (monitor.gcpauses.GcSettler takes them)
     # What the replicator's control API (--replicator-url) last said of the flow: its pause (who,
     # when) or None while it runs, and when that was read (None: never; the flow is not its).
     replicator_paused: dict | None = None

@@ -23,8 +23,8 @@ from monitor.facts import (DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS, CheckpointRe
 from monitor.lag import UNKNOWN_NO_SYNC, lost_range, records_lag, replicated_position
 from monitor.pacing import Pacer, finish
 from monitor.watch import WatchedFlow
-from monitor.windows import (AT, GROUP_HISTORY, RECENT_SYNCS, ROUNDS_KEPT, LatencySamples, add_recent_sync,
-                             add_silence, round_figures, sample_of)
+from monitor.windows import (AT, GROUP_HISTORY, POSITION, RECENT_SYNCS, ROUNDS_KEPT, SOURCE_END, LatencySamples,
+                             add_recent_sync, add_silence, round_figures, sample_of)
 from sparkmirror import metrics
 from sparkmirror.model.offsets import OffsetSyncStore
 from sparkmirror.model.records import Checkpoint, Heartbeat, OffsetSync
@@ -223,7 +223,8 @@ class MonitorState:
                 part.read_at = at
                 window = part.window
                 if window and at - window[-1][AT] >= self.sample_every:
-                    window.append(sample_of(at, part.position.offset, part.source_start, part.source_end))
+                    _sample(state, key, window, sample_of(at, part.position.offset, part.source_start,
+                                                          part.source_end))
         seen = set(keep)
         seen.update(unchanged)
         for row in rows:
@@ -243,7 +244,8 @@ class MonitorState:
                 part.read_at = at
                 window = part.window
                 if window and at - window[-1][AT] >= self.sample_every:
-                    window.append(sample_of(at, part.position.offset, part.source_start, part.source_end))
+                    _sample(state, key, window, sample_of(at, part.position.offset, part.source_start,
+                                                          part.source_end))
                 continue
             self._record_row(state, part, row, at)
         for key in [k for k in state.partitions if k not in seen]:
@@ -254,6 +256,7 @@ class MonitorState:
     def _record_row(self, state: FlowState, part: PartitionState, row: OffsetsRow, at: float) -> None:
         """A read that changed the partition's figures: its position, the flow's counters of records
         replicated, written and lost, its probe when that says something new, and a sample."""
+        state.touched.add(part.topic)
         was_caught_up = records_lag(part.position.offset, part.source_start, part.source_end) == 0 \
             and part.probe is not None and part.probe.offset is None
         previous_read_at = part.read_at
@@ -301,6 +304,7 @@ class MonitorState:
             return  # gone, or the position went back (topic re-created): the probe is of another log
         if part.probe is None or probe.read_at >= part.probe.read_at:
             part.probe = probe
+            state.touched.add(key[0])
 
     def set_retention(self, flow: str, retention: dict[str, TopicRetention]) -> None:
         self.flows[flow].retention = retention
@@ -348,3 +352,15 @@ class MonitorState:
             if figures is not None:
                 out[collector] = figures
         return out
+
+
+def _sample(state: FlowState, key: TopicPartition, window, sample) -> None:
+    """Appends a sample of a partition read again with the same figures; the topic is touched
+    when that changes what its results depend on (``evaluator.partitions.idle_signature``: the
+    window's ends, and whether it spans time), e.g. a position recorded between two samples."""
+    first, last, spans = window[0], window[-1], len(window) >= 2
+    window.append(sample)
+    new_first = window[0]
+    if not spans or sample[POSITION] != last[POSITION] or sample[SOURCE_END] != last[SOURCE_END] \
+            or new_first[POSITION] != first[POSITION] or new_first[SOURCE_END] != first[SOURCE_END]:
+        state.touched.add(key[0])

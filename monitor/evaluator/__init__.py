@@ -2,7 +2,7 @@
 
 Pure logic: ``evaluate(state, now, settings)`` reads a MonitorState and returns
 an Evaluation; it performs no I/O and changes nothing but its memory of idle
-partitions' results (``FlowState.idle_results``), so it is unit-tested with
+topics' and partitions' results (``FlowState.topic_blocks``), so it is unit-tested with
 hand-built states. The exporters only ever read an Evaluation.
 
 The rules are Burrow's, adapted to replication (the partition's *replicated

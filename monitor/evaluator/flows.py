@@ -11,10 +11,10 @@ from monitor import catchup
 from monitor import readiness
 from monitor.failback import failback_results
 from monitor.evaluator.groups import failover, group_results
-from monitor.evaluator.partitions import LowHeadroom, partition_results, retention_headroom
+from monitor.evaluator.blocks import TopicBlock, topic_blocks
+from monitor.evaluator.partitions import LowHeadroom, partition_order
 from monitor.evaluator.results import (ERR, OK, PAUSED, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
                                        PartitionResult, worst)
-from monitor.evaluator.topics import topic_results
 from monitor.facts import FlowState
 from monitor.options import EvaluatorSettings
 from monitor.pacing import Pacer
@@ -47,13 +47,14 @@ class _Findings:
 
 @dataclass
 class _Totals:
-    """What one pass over the flow's partition results counts."""
+    """What the flow's topic blocks add up to."""
 
     by_status: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
-    held: int = 0                                    # waiting on an open transaction on the source
-    lags: list[int] = field(default_factory=list)    # records lag of those where it is known
-    secs: list[float] = field(default_factory=list)  # seconds lag of those where it is known
-    unknown: int = 0                                 # partitions whose records lag is unknown
+    held: int = 0                    # waiting on an open transaction on the source
+    lag_sum: int | None = None       # records lag of the partitions where it is known; None: none known
+    secs_max: float | None = None    # seconds lag, the largest known
+    unknown: int = 0                 # partitions whose records lag is unknown
+    low: LowHeadroom = field(default_factory=LowHeadroom)
 
 
 def flow_result(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings,
@@ -63,16 +64,15 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
     _clusters(state, w, found)
     paused = _paused(fs)
     heartbeat, stop_reason, resumed_at = _heartbeat(fs, now, settings, found, paused)
-    partitions = yield from partition_results(fs, now, heartbeat.stopped or bool(paused), paused or stop_reason,
-                                              settings, resumed_at, pacer)
+    blocks = yield from topic_blocks(fs, partition_order(fs), now, heartbeat.stopped, stop_reason, paused, settings,
+                                     resumed_at, pacer)
     if paused:
         found.add(PAUSED, paused)
-        for p in partitions:  # what the pause explains is not a stopped copy
-            if p.status == STOP:
-                p.status = PAUSED
-    # what follows goes over every partition again, pausing the same way
-    low = yield from retention_headroom(partitions, fs, now, settings, pacer)
-    totals = yield from _totals(partitions, pacer)
+    totals = _totals(blocks)
+    partitions: list[PartitionResult] = []
+    for b in blocks:
+        partitions.extend(b.results)
+    low = totals.low
     _partition_findings(totals, low, fs.partitions_read_at is not None and not partitions, found)
 
     cp_timeout = settings.checkpoint_timeout or (2.0 * w.checkpoint_interval + settings.groups_interval)
@@ -80,22 +80,21 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
     not_ready = failover(fs, groups, now, cp_timeout, settings)
     _group_findings(groups, found)
 
-    moved = yield from _moved(fs, pacer)
+    moved = any(b.moved for b in blocks)
     if paused:
         replicator_up = True  # its control API just answered
     elif w.heartbeats_expected:
         replicator_up = not heartbeat.stopped
     else:
-        replicator_up = moved or (bool(totals.lags) and sum(totals.lags) == 0)
+        replicator_up = moved or totals.lag_sum == 0
     sync_age = max(0.0, now - fs.newest_sync_ms / 1000.0) if fs.newest_sync_ms is not None else None
-    pace = _catchup(partitions, totals.unknown)
-    topics = yield from topic_results(partitions, fs.lost_total, pacer)
+    pace = _catchup(blocks, totals.unknown)
     return FlowResult(
         w.name, w.source, w.target, worst(found.statuses), found.reasons, replicator_up, heartbeat, sync_age,
-        fs.syncs_total, sum(totals.lags) if totals.lags else None, max(totals.secs) if totals.secs else None,
+        fs.syncs_total, totals.lag_sum, totals.secs_max,
         fs.replicated_total, fs.source_total, fs.probes_total, dict(fs.lost_total), totals.by_status, partitions,
-        topics, groups, dict(fs.collector_seconds),
-        *readiness.least([(p.retention_headroom_seconds, p.retention_unlimited) for p in partitions]),
+        [b.topic for b in blocks], groups, dict(fs.collector_seconds),
+        *readiness.least([(b.topic.retention_headroom_seconds, b.topic.retention_unlimited) for b in blocks]),
         low.count, not_ready, pace.state, pace.copy_rate, pace.source_rate, pace.eta_seconds,
         state.recent_rounds(w.name), totals.unknown, paused=fs.replicator_paused, failback=failback_results(fs))
 
@@ -154,20 +153,27 @@ def _heartbeat(fs: FlowState, now: float, settings: EvaluatorSettings,
     return heartbeat, stop_reason, resumed_at
 
 
-def _totals(partitions: list[PartitionResult], pacer: Pacer) -> Generator[None, None, _Totals]:
+def _totals(blocks: list[TopicBlock]) -> _Totals:
     totals = _Totals()
-    by_status, lags, secs = totals.by_status, totals.lags, totals.secs
-    for p in partitions:
-        by_status[p.status] += 1
-        totals.held += p.open_transaction
-        if p.lag_records is None:
-            totals.unknown += 1
-        else:
-            lags.append(p.lag_records)
-        if p.lag_seconds is not None:
-            secs.append(p.lag_seconds)
-        if pacer.due():
-            yield
+    by_status = totals.by_status
+    count = raised = 0
+    lowest = None
+    for b in blocks:
+        for status, n in b.by_status.items():
+            by_status[status] += n
+        totals.held += b.held
+        totals.unknown += b.unknown
+        if b.lag_sum is not None:
+            totals.lag_sum = b.lag_sum + (totals.lag_sum or 0)
+        if b.secs_max is not None and (totals.secs_max is None or b.secs_max > totals.secs_max):
+            totals.secs_max = b.secs_max
+        if b.low.count:
+            count, raised = count + b.low.count, raised + b.low.raised
+            w = b.low.worst
+            if lowest is None or w.retention_headroom_seconds < lowest.retention_headroom_seconds:
+                lowest = w
+    if count:
+        totals.low = LowHeadroom(count, raised, lowest)
     return totals
 
 
@@ -196,21 +202,10 @@ def _group_findings(groups: list[GroupResult], found: _Findings) -> None:
                         + (" ..." if len(warn_groups) > 5 else ""))
 
 
-def _moved(fs: FlowState, pacer: Pacer) -> Generator[None, None, bool]:
-    """Whether any partition's replicated position moved within its sample window."""
-    # a copy: a refresh between two steps may add or drop partitions
-    for p in list(fs.partitions.values()):
-        if len(p.window) >= 2 and p.window[-1][POSITION] != p.window[0][POSITION]:
-            return True
-        if pacer.due():
-            yield
-    return False
-
-
-def _catchup(partitions: list[PartitionResult], unknown: int) -> catchup.CatchUp:
-    pace = catchup.combine((p.catchup_state, p.copy_rate, p.source_rate, p.catchup_eta_seconds)
-                           for p in partitions if p.catchup_state != catchup.UNKNOWN)
-    if pace.state == catchup.CAUGHT_UP and (unknown or any(p.catchup_state == catchup.UNKNOWN for p in partitions)):
+def _catchup(blocks: list[TopicBlock], unknown: int) -> catchup.CatchUp:
+    # each block's pace is already combined over its partitions: combining those is the same
+    pace = catchup.combine(b.pace for b in blocks if b.pace.state != catchup.UNKNOWN)
+    if pace.state == catchup.CAUGHT_UP and (unknown or any(b.pace_unknown for b in blocks)):
         # the others are caught up, but a partition whose lag (or, lagging, whose rate) is not
         # known yet may not be: the flow is not said to be caught up
         pace = catchup.CatchUp(catchup.UNKNOWN)

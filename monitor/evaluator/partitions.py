@@ -18,18 +18,21 @@ from monitor.pacing import Pacer
 from monitor.windows import AT, LAG, POSITION, SOURCE_END
 
 
-def partition_results(fs: FlowState, now: float, stopped: bool, stop_reason: str, settings: EvaluatorSettings,
-                      resumed_at: float | None, pacer: Pacer) -> Generator[None, None, list[PartitionResult]]:
-    """Every partition's result, in key order; a caught-up idle partition's result of the previous
-    evaluation is reused while its ``idle_signature`` holds (kept in ``fs.idle_results``)."""
-    partitions = []
-    previous, kept, built = fs.idle_results, {}, 0
-    for key in partition_order(fs):
-        p = fs.partitions.get(key)
+def partition_results(fs: FlowState, keys, idle: dict, now: float, stopped: bool, stop_reason: str,
+                      settings: EvaluatorSettings, resumed_at: float | None,
+                      pacer: Pacer) -> Generator[None, None, tuple[list, list, dict, int]]:
+    """The results of the partitions ``keys``, in order: (results, their states, the idle
+    entries to keep, how many of them are idle). A caught-up idle partition's result of the
+    previous evaluation (in ``idle``: key -> (signature, result)) is reused while its
+    ``idle_signature`` holds."""
+    results, states, kept, built = [], [], {}, 0
+    partitions = fs.partitions
+    for key in keys:
+        p = partitions.get(key)
         if p is None:
             continue  # dropped by a refresh recorded while this evaluation paused
         signature = idle_signature(p)
-        hit = previous.get(key) if signature is not None else None
+        hit = idle.get(key) if signature is not None else None
         if hit is not None and hit[0] == signature and hit[1].status == OK and not hit[1].reasons:
             result = hit[1]
             result.read_at = p.read_at
@@ -39,12 +42,12 @@ def partition_results(fs: FlowState, now: float, stopped: bool, stop_reason: str
             if signature is not None and result.lag_records == 0 and result.status == OK and not result.reasons:
                 kept[key] = (signature, result)
                 built += 1
-        partitions.append(result)
+        results.append(result)
+        states.append(p)
         if pacer.due():
             yield
-    fs.idle_results = kept
     fs.idle_results_built += built
-    return partitions
+    return results, states, kept, len(kept)
 
 
 # How long a mirror partition may hold records before the offset-sync that covers them arrives:
@@ -266,7 +269,12 @@ class LowHeadroom:
 
     count: int = 0    # partitions below the threshold
     raised: int = 0   # of which were OK and are WARN because of it
-    lowest: str = ""
+    worst: PartitionResult | None = None  # the one with the lowest headroom
+
+    @property
+    def lowest(self) -> str:
+        w = self.worst
+        return f"{w.topic}[{w.partition}] in {readiness.seconds_text(w.retention_headroom_seconds)}" if w else ""
 
 
 def retention_headroom(partitions: list[PartitionResult], fs: FlowState, now: float, settings: EvaluatorSettings,
@@ -294,7 +302,5 @@ def retention_headroom(partitions: list[PartitionResult], fs: FlowState, now: fl
             yield
     if not low:
         return LowHeadroom()
-    worst_p = min(low, key=lambda p: p.retention_headroom_seconds)
-    return LowHeadroom(len(low), raised, f"{worst_p.topic}[{worst_p.partition}] in "
-                                          f"{readiness.seconds_text(worst_p.retention_headroom_seconds)}")
+    return LowHeadroom(len(low), raised, min(low, key=lambda p: p.retention_headroom_seconds))
 

@@ -701,12 +701,12 @@ def test_evaluation_in_steps_pauses_by_time_in_every_pass_and_gives_the_same_res
     whole = run(state, clock)
 
     # A clock that reads a whole step's time later at every read: a step never does more than
-    # one stretch of _CHECK_EVERY items before it pauses, in every pass over the partitions
-    # (the partitions themselves, retention headroom, the flow's totals, the topics).
+    # one stretch of _CHECK_EVERY items before it pauses, in every pass over a topic's partitions
+    # (the partitions themselves, retention headroom, the topic's totals, its sample windows).
     ticks = iter(range(10**9))
     slow, pauses_slow = _stepped(state, clock.now, lambda: next(ticks) * pacing.STEP_SECONDS)
     per_pass = 2500 // (2 * pacing._CHECK_EVERY)  # at least every other clock read pauses
-    assert pauses_slow >= 4 * per_pass
+    assert pauses_slow >= 4 * per_pass - 25  # (a stretch may straddle two of the 25 topics)
 
     # A clock that stands still: the work never runs out of time, so it pauses only between flows.
     frozen, pauses_frozen = _stepped(state, clock.now, lambda: 0.0)
@@ -817,11 +817,12 @@ def test_reused_results_of_idle_partitions_are_what_a_fresh_evaluation_gives():
 
     def fresh():
         fs = state.flows[FLOW]
-        kept, fs.idle_results = fs.idle_results, {}
+        kept, fs.topic_blocks = fs.topic_blocks, {}
+        touched = set(fs.touched)
         try:
             return run(state, clock)
         finally:
-            fs.idle_results = kept
+            fs.topic_blocks, fs.touched = kept, touched
 
     for step in range(8):
         beat(state, clock)
@@ -832,7 +833,76 @@ def test_reused_results_of_idle_partitions_are_what_a_fresh_evaluation_gives():
         assert [dataclasses.asdict(p) for p in got.flows[0].partitions] == \
             [dataclasses.asdict(p) for p in want.flows[0].partitions], step
         clock.now += 1.0
-    assert state.flows[FLOW].idle_results, "idle partitions are kept between evaluations"
+    assert any(b.idle for b in state.flows[FLOW].topic_blocks.values()), "idle partitions are kept"
+
+
+@pytest.mark.parametrize("seed", [2, 7, 11])
+def test_kept_topic_evaluations_are_what_a_fresh_evaluation_gives(seed):
+    """The evaluator keeps each quiet topic's whole evaluation while the state does not touch it:
+    over random reads (partitions falling behind and catching up, read again unchanged, probed,
+    dropped and added, retention changed, heartbeats stopping), every evaluation must equal one
+    made from scratch, partitions, topics and the flow's figures alike."""
+    import random
+
+    from monitor.facts import Probe, TopicRetention
+    from monitor.state import OffsetsRow
+    from tests.support.evaluator import FLOW, beat, make_state, run
+
+    rng = random.Random(seed)
+    state, clock = make_state(window=3)
+    state.sample_every = 1.0
+    fs = state.flows[FLOW]
+    ends = {(t, p): 100 for t in ("a", "b", "c", "d") for p in range(3)}
+    copied = dict(ends)
+
+    def fresh():
+        kept, touched = fs.topic_blocks, set(fs.touched)
+        fs.topic_blocks = {}
+        try:
+            return run(state, clock)
+        finally:
+            fs.topic_blocks, fs.touched = kept, touched
+
+    def figures(ev):
+        f = ev.flows[0]
+        return ([dataclasses.asdict(p) for p in f.partitions], [dataclasses.asdict(t) for t in f.topics],
+                f.status, f.reasons, f.lag_records, f.lag_seconds, f.partitions_by_status, f.catchup_state,
+                f.copy_rate, f.retention_headroom_seconds, f.retention_low_partitions, f.replicator_up)
+
+    reused = 0
+    for step in range(60):
+        if step < 40 or step % 7:
+            beat(state, clock)  # then silences: the flow stops
+        for key in ends:
+            if key[0] == "d" and step > 3:
+                copied[key] = ends[key]
+                continue  # one topic catches up and stays still: its evaluation is kept
+            if rng.random() < 0.15:
+                ends[key] += rng.randrange(1, 20)
+            if rng.random() < 0.3:
+                copied[key] = ends[key]
+        if step == 20:
+            del ends[("b", 2)], copied[("b", 2)]
+        if step == 30:
+            ends[("e", 0)] = copied[("e", 0)] = 5
+        if step % 10 == 5:
+            state.set_retention(FLOW, {"a": TopicRetention(rng.choice([60_000, 86_400_000]), None, True)})
+        # read with new figures, or again with the same (either way the collector may report it)
+        recorded = {k: (p.source_end, p.target_end) for k, p in fs.partitions.items()}
+        changed = [k for k in ends if recorded.get(k) != (ends[k], copied[k]) or rng.random() < 0.1]
+        rows = [OffsetsRow(t, p, f"a.{t}", 0, ends[(t, p)], copied[(t, p)], (0, 0)) for t, p in changed]
+        state.record_offsets(FLOW, rows, at=clock.now, unchanged=[k for k in ends if k not in changed])
+        for (t, p), part in fs.partitions.items():
+            pos = part.position.offset
+            if pos is not None and pos < ends[(t, p)] and rng.random() < 0.5:
+                state.record_probe(FLOW, (t, p), Probe(pos, pos, int((clock.now - 30) * 1000), ends[(t, p)],
+                                                       clock.now))
+        kept_before = {t for t, b in fs.topic_blocks.items() if b.quiet and t not in fs.touched}
+        got, want = run(state, clock), fresh()
+        reused += len(kept_before)
+        assert figures(got) == figures(want), step
+        clock.now += rng.choice([0.2, 0.5, 1.0])
+    assert reused >= 40, "quiet topics were kept whole"
 
 
 def test_partitions_are_sorted_again_only_when_they_came_or_went():
