@@ -56,9 +56,10 @@ VALUE = 1000
 
 def _fill(primary: str, dr: str, topics: list[str], partitions_per_topic: int, records: int, syncs: str) -> None:
     now = int(time.time() * 1000)
+    # idempotent: a retried request must not reorder or repeat records on one side only
     src = Producer({"bootstrap.servers": primary, "linger.ms": 50, "batch.size": 1 << 20,
-                    "compression.type": "none"})
-    tgt = Producer({"bootstrap.servers": dr, "linger.ms": 50, "batch.size": 1 << 20})
+                    "compression.type": "none", "enable.idempotence": True})
+    tgt = Producer({"bootstrap.servers": dr, "linger.ms": 50, "batch.size": 1 << 20, "enable.idempotence": True})
     sync = Producer({"bootstrap.servers": primary, "linger.ms": 50})
     per = max(1, records // (len(topics) * partitions_per_topic))
     for i in range(per):
@@ -228,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             "audit_cpu": round(audit_cpu, 1), "pairs": args.pairs, "fetch_kb": args.fetch_kb,
             "requests_per_s": requests, "fetch_kb_per_request": fetched,
             "cover_backlog_s": round(backlog_bytes / rate["source"]) if rate["source"] else None,
-            "counts": snap["counts"], "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "counts": snap["counts"], "findings": snap["findings"][:20],
+            "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }
         print(json.dumps(result, indent=2))
         old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []

@@ -491,7 +491,7 @@ def _audit_section() -> list[str]:
     for r in rows:  # appended in time order: the last one of a kind is the newest
         if "soak_minutes" in r:
             soaks[(r.get("replicator", "mm2"), bool(r.get("exactly_once")))] = r
-        elif "partitions" in r:
+        elif "partitions" in r and not r.get("diagnostic"):  # (a rerun for its findings, beside other work)
             cost[r["partitions"]] = r
     if not cost and not soaks:
         return []
