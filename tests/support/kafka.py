@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.waiting import wait_until
@@ -57,6 +57,23 @@ def produce(bootstrap: str, topic: str, records, **conf) -> None:
     assert p.flush(60) == 0
 
 
+_LEADERSHIP_MOVING = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+
+
+def _high_watermark(c: Consumer, topic: str, partition: int, timeout: float = 30.0) -> int:
+    """The partition's high watermark; retried while its leadership moves (a broker restarted by an
+    earlier test may still be taking its partitions back: NOT_LEADER_FOR_PARTITION)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        except KafkaException as e:
+            err = e.args[0]
+            if time.monotonic() > deadline or not (err.retriable() or err.code() in _LEADERSHIP_MOVING):
+                raise
+            time.sleep(0.5)
+
+
 def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout: float = 60.0, **conf):
     """Read a topic from the beginning to its current end (or until `expected` records).
 
@@ -68,7 +85,7 @@ def consume_all(bootstrap: str, topic: str, expected: int | None = None, timeout
     })
     md = c.list_topics(topic, timeout=10)
     parts = sorted(md.topics[topic].partitions)
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+    ends = {p: _high_watermark(c, topic, p) for p in parts}
     c.assign([TopicPartition(topic, p, 0) for p in parts])
     out = []
     deadline = time.monotonic() + timeout
