@@ -20,7 +20,6 @@ from monitor.options import EvaluatorSettings
 from monitor.pacing import Pacer
 from monitor.state import MonitorState
 from monitor.watch import WatchedFlow
-from monitor.windows import POSITION
 from sparkmirror.metrics import STATUSES
 
 #: Heartbeats reach the target in bursts (a Spark micro-batch, a busy MM2 producer), so the
