@@ -41,10 +41,13 @@ def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings 
     evaluated from slightly newer figures.
     """
     pacer = Pacer(clock, STEP_SECONDS)
+    # The clusters' health as the evaluation starts: a cluster reported down while it is paused
+    # shows in the next one, in the cluster list and in its flows' statuses alike.
+    clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
+    health = {c.alias: c for c in clusters}
     flows = []
     for fs in list(state.flows.values()):
-        flows.append((yield from flow_result(state, fs, now, settings, pacer)))
+        flows.append((yield from flow_result(state, fs, now, settings, pacer, health)))
         yield
-    clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
     return Evaluation(now, state.started_at, worst(f.status for f in flows), flows, clusters,
                       dict(state.decode_errors), settings.granularity, series=settings.series)

@@ -4,7 +4,7 @@ partitions, topics and groups (evaluated by the sibling modules)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
 from monitor import catchup
@@ -13,8 +13,8 @@ from monitor.failback import failback_results
 from monitor.evaluator.groups import failover, group_results
 from monitor.evaluator.blocks import TopicBlock, topic_blocks
 from monitor.evaluator.partitions import LowHeadroom, partition_order
-from monitor.evaluator.results import (ERR, OK, PAUSED, STALL, STOP, WARN, FlowResult, GroupResult, HeartbeatResult,
-                                       PartitionResult, worst)
+from monitor.evaluator.results import (ERR, OK, PAUSED, STALL, STOP, WARN, ClusterResult, FlowResult, GroupResult,
+                                       HeartbeatResult, PartitionResult, worst)
 from monitor.facts import FlowState
 from monitor.options import EvaluatorSettings
 from monitor.pacing import Pacer
@@ -57,10 +57,11 @@ class _Totals:
 
 
 def flow_result(state: MonitorState, fs: FlowState, now: float, settings: EvaluatorSettings,
-                pacer: Pacer) -> Generator[None, None, FlowResult]:
+                pacer: Pacer, health: Mapping[str, ClusterResult]) -> Generator[None, None, FlowResult]:
+    """The flow's result; ``health`` is the clusters' health the whole evaluation reports."""
     w = fs.watch
     found = _Findings()
-    _clusters(state, w, found)
+    _clusters(health, w, found)
     paused = _paused(fs)
     heartbeat, stop_reason, resumed_at = _heartbeat(fs, now, settings, found, paused)
     blocks = yield from topic_blocks(fs, partition_order(fs), now, heartbeat.stopped, stop_reason, paused, settings,
@@ -98,11 +99,11 @@ def flow_result(state: MonitorState, fs: FlowState, now: float, settings: Evalua
         state.recent_rounds(w.name), totals.unknown, paused=fs.replicator_paused, failback=failback_results(fs))
 
 
-def _clusters(state: MonitorState, w: WatchedFlow, found: _Findings) -> None:
+def _clusters(health: Mapping[str, ClusterResult], w: WatchedFlow, found: _Findings) -> None:
     for alias in dict.fromkeys((w.source, w.target, w.offset_syncs_cluster)):
-        health = state.clusters.get(alias)
-        if health is not None and health.up is False:
-            found.add(ERR, f"cluster {alias} unreachable: {health.error}; figures below are from the last "
+        cluster = health.get(alias)
+        if cluster is not None and cluster.up is False:
+            found.add(ERR, f"cluster {alias} unreachable: {cluster.error}; figures below are from the last "
                            f"successful read")
 
 

@@ -647,6 +647,34 @@ def test_one_failed_request_among_successes_does_not_flip_cluster_up():
     assert run(state, clock).clusters[1].up is True
 
 
+def test_a_cluster_reported_down_while_an_evaluation_is_paused_shows_in_the_next_one_whole():
+    """The clusters' list and the flows' statuses of one evaluation agree: a cluster the collectors
+    report down between two of its steps is down in neither (and in both of the next)."""
+    from monitor import evaluator
+    from monitor.facts import DOWN_AFTER_FAILURES, DOWN_AFTER_SECONDS
+
+    state, clock = make_state()
+    beat(state, clock)
+    offsets(state, clock)
+    state.cluster_ok("b")
+    steps = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3), clock=lambda: 0.0)
+    next(steps)  # the flow is evaluated; the evaluation pauses before it lists the clusters
+    started = clock.now
+    for _ in range(DOWN_AFTER_FAILURES):
+        state.cluster_failed("b", "Connection refused")
+        clock.now += 1
+    clock.now = started + DOWN_AFTER_SECONDS + 1
+    assert state.cluster_failed("b", "Connection refused") is True
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    paused = done.value.value
+    assert [c.up for c in paused.clusters] == [None, True]
+    assert not any("unreachable" in r for r in paused.flows[0].reasons), paused.flows[0].reasons
+    after = run(state, clock)
+    assert [c.up for c in after.clusters] == [None, False]
+    assert after.flows[0].status == "ERR" and "cluster b unreachable" in after.flows[0].reasons[0]
+
+
 def test_cluster_down_counts_from_when_the_failed_requests_were_sent():
     """Requests that each waited a whole timeout for a stopped broker say the cluster has been
     failing since they were sent: the cluster is down DOWN_AFTER_SECONDS after the outage began,
