@@ -41,13 +41,15 @@ def evaluate_steps(state: MonitorState, now: float, settings: EvaluatorSettings 
     evaluated from slightly newer figures.
     """
     pacer = Pacer(clock, STEP_SECONDS)
-    # The clusters' health as the evaluation starts: a cluster reported down while it is paused
-    # shows in the next one, in the cluster list and in its flows' statuses alike.
+    # The clusters' health and the decode-error counts as the evaluation starts: what is reported
+    # while it is paused shows in the next one, whole. A record counted here was read before any
+    # flow below is evaluated, so a flow never lags behind the garbage read next to its records.
     clusters = [ClusterResult(h.alias, h.up, h.error, h.last_ok_at, h.errors_total) for h in state.clusters.values()]
+    decode_errors = dict(state.decode_errors)
     health = {c.alias: c for c in clusters}
     flows = []
     for fs in list(state.flows.values()):
         flows.append((yield from flow_result(state, fs, now, settings, pacer, health)))
         yield
     return Evaluation(now, state.started_at, worst(f.status for f in flows), flows, clusters,
-                      dict(state.decode_errors), settings.granularity, series=settings.series)
+                      decode_errors, settings.granularity, series=settings.series)

@@ -675,6 +675,26 @@ def test_a_cluster_reported_down_while_an_evaluation_is_paused_shows_in_the_next
     assert after.flows[0].status == "ERR" and "cluster b unreachable" in after.flows[0].reasons[0]
 
 
+def test_garbage_read_while_an_evaluation_is_paused_waits_for_the_next_one():
+    """An evaluation's decode-error counts are as old as its flows: a heartbeat read just before
+    garbage in the same partition is in every evaluation that counts that garbage."""
+    from monitor import evaluator
+
+    state, clock = make_state()
+    offsets(state, clock)
+    steps = evaluator.evaluate_steps(state, clock.now, EvaluatorSettings(window=3), clock=lambda: 0.0)
+    next(steps)  # the flow is evaluated; the evaluation pauses
+    beat(state, clock)  # read in this order from one partition
+    state.decode_error("b", "a.heartbeats", Heartbeat.RECORD_TYPE)
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    paused = done.value.value
+    assert (paused.flows[0].heartbeat.received_total, paused.decode_errors) == (0, {})
+    after = run(state, clock)
+    assert after.flows[0].heartbeat.received_total == 1
+    assert after.decode_errors == {("b", "a.heartbeats", Heartbeat.RECORD_TYPE): 1}
+
+
 def test_cluster_down_counts_from_when_the_failed_requests_were_sent():
     """Requests that each waited a whole timeout for a stopped broker say the cluster has been
     failing since they were sent: the cluster is down DOWN_AFTER_SECONDS after the outage began,
