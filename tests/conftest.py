@@ -33,9 +33,21 @@ def pytest_configure(config) -> None:
                                        "pair of its own (private_kafka_clusters), not the session's")
 
 
+FAILED_LIST = "SPARKMIRROR_FAILED_LIST"
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """The modules that take the suite's time (setup, call and teardown summed), for a run of
-    several minutes: the suite has a time budget, and --durations shows single tests only."""
+    several minutes: the suite has a time budget, and --durations shows single tests only.
+
+    With ``$SPARKMIRROR_FAILED_LIST`` set, the ids of the tests that failed or errored are
+    written there, one per line (``./run test`` runs them again, alone)."""
+    import os
+
+    if os.environ.get(FAILED_LIST):
+        failed = sorted({r.nodeid for key in ("failed", "error") for r in terminalreporter.stats.get(key, [])
+                         if isinstance(r, pytest.TestReport)})
+        Path(os.environ[FAILED_LIST]).write_text("".join(f"{n}\n" for n in failed))
     totals: dict[str, float] = defaultdict(float)
     for reports in terminalreporter.stats.values():
         for r in reports:

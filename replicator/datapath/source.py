@@ -167,6 +167,9 @@ class BatchBudget:
 
 class MirrorStreamReader(DataSourceStreamReader):
     def __init__(self, spec: SourceSpec, budget: BatchBudget | None = None) -> None:
+        from replicator.datapath import runner_exit
+
+        runner_exit.install()  # constructed in pyspark's runner process: its stop stays quiet
         self.spec = spec
         self.budget = budget or BatchBudget(spec.batch_seconds, spec.first_batch_records)
         self._admin = None
