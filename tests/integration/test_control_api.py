@@ -211,7 +211,9 @@ def test_pause_resume_reload_under_load(setup):
     assert len(values) == len(set(values)) == sent, (
         f"{sent} sent, {len(values)} on the mirror, {len(values) - len(set(values))} twice")
     back = [m.value() for m in consume_all(primary, f"dr.{s['back']}", timeout=30)]
-    assert sorted(back) == sorted(f"r{i}".encode() for i in range(50))
+    # on failure, how each stop of the added flow said it would resume
+    assert sorted(back) == sorted(f"r{i}".encode() for i in range(50)), "\n".join(
+        ln for ln in rep.log().splitlines() if f"flow {BACK}" in ln)[-4000:]
     assert "reload by SIGHUP" in rep.log() and "reload by ops refused" in rep.log()
 
 
