@@ -510,6 +510,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs per system and workload (catch-up: each on freshly written data; steady: "
                          "each on a fresh topic, the systems taking turns); BENCHMARKS.md shows the median "
                          "and the spread (min-max)")
+    ap.add_argument("--catchup-repeats", type=int, default=None,
+                    help="runs per system of the catch-up workloads (default --repeats): a curve repeated "
+                         "three times needs its raw rate once")
+    ap.add_argument("--curve-systems", default=None,
+                    help="the systems of workload e's curve (default --systems; raw still runs workload a "
+                         "for the rate)")
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="a source tree of sparkmirror (e.g. `git archive main | tar x -C /tmp/base`) run as system "
                          "sparkmirror-baseline beside the others: a change's before and after in the same run")
@@ -525,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     systems = args.systems.split(",")
     extra_systems = [x for x in args.extra_systems.split(",") if x]
-    for s in systems + extra_systems:
+    curve_systems = args.curve_systems.split(",") if args.curve_systems else systems
+    for s in systems + extra_systems + curve_systems:
         if s not in ("raw", "mm2", *SPARKMIRROR_SYSTEMS):
             ap.error(f"unknown system {s!r}")
     if ("sparkmirror-baseline" in systems + extra_systems) != (args.baseline_src is not None):
@@ -558,12 +565,13 @@ def main(argv: list[str] | None = None) -> int:
             if wl["kind"] == "catchup":
                 if args.records:
                     wl["records"] = args.records
-                for repeat in range(1, args.repeats + 1):
+                catchup_repeats = args.catchup_repeats or args.repeats
+                for repeat in range(1, catchup_repeats + 1):
                     # Each repeat copies a freshly written topic of its own: every system starts
                     # from nothing (no checkpoint, no MM2 connector offsets to resume from).
-                    topic = wl["name"] if args.repeats == 1 else f"{wl['name']}-r{repeat}"
+                    topic = wl["name"] if catchup_repeats == 1 else f"{wl['name']}-r{repeat}"
                     log(f"clusters up: source {src}, target {dst}; {wl['name']} (repeat {repeat} of "
-                        f"{args.repeats}): writing {wl['records']:,} x {wl['value_bytes']} B over "
+                        f"{catchup_repeats}): writing {wl['records']:,} x {wl['value_bytes']} B over "
                         f"{wl['partitions']} partitions")
                     fill(src, topic, wl["records"], wl["value_bytes"], wl["partitions"])
                     extra = extra_systems if wl["name"] == WORKLOADS["a"]["name"] else []
@@ -587,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                 loads = [float(x) for x in args.curve_loads.split(",")] if args.curve_loads else wl["loads"]
                 for load in loads:
                     for repeat in range(1, args.repeats + 1):
-                        for system in systems:  # the same command line at every load: no per-load tuning
+                        for system in curve_systems:  # the same command line at every load: no per-load tuning
                             r = measure_steady(system, wl, raw * load, src, dst, work, repeat, tag=f"-l{int(load * 100)}")
                             r.update({"load": load, "raw_records_per_s": round(raw, 1)})
                             results.append(r)
