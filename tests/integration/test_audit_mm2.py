@@ -7,7 +7,9 @@ are foreign). The audit finds 0 missing and 0 altered, with every synced record
 accounted for. Then ``deleteRecords`` on the mirror topic and a foreign record produced
 into it are each reported at their exact offsets. A second compacted topic is cleaned on
 the mirror only (its cleaner runs past the ranges the audit compares), and with -m slow
-MM2 is killed with SIGKILL and started again in between: 0 missing, 0 altered. (The 10-minute run, with a
+MM2 is killed with SIGKILL and started again in between: 0 missing, 0 altered. A compacted topic
+written in transactions, whose aborted records the source's cleaner drops after MM2 copied them,
+audits clean too. (The 10-minute run, with a
 kill -9 of MM2 in the middle, is bench/audit_soak.py.)
 """
 
@@ -19,7 +21,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from devenv.mm2 import MirrorMaker2, single_node_settings
@@ -34,13 +36,13 @@ from tests.support.waiting import wait_until
 pytestmark = [pytest.mark.kafka, pytest.mark.mm2]
 
 
-def _transactions(bootstrap, topic, tid):
+def _transactions(bootstrap, topic, tid, partitions=2):
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
     p.init_transactions(30)
     for n in range(8):
         p.begin_transaction()
         for i in range(20):
-            p.produce(topic, b"tx%d-%d" % (n, i), key=b"t%d" % i, partition=i % 2)
+            p.produce(topic, b"tx%d-%d" % (n, i), key=b"t%d" % i, partition=i % partitions)
         if n in (1, 4):
             p.flush(30)  # on the log before the abort, which would otherwise purge them unsent
             p.abort_transaction(30)
@@ -59,11 +61,16 @@ def mm2_flow(kafka_clusters, tmp_path_factory):
     primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
     p, d = f"p{unique}", f"d{unique}"
     plain, compacted, txn = f"plain-{unique}", f"compact-{unique}", f"txn-{unique}"
-    late = f"late-{unique}"
+    late, ctxn = f"late-{unique}", f"ctxn-{unique}"
     create_topic(primary, plain, partitions=2)
     create_topic(primary, compacted, partitions=1, config={"cleanup.policy": "compact", "segment.ms": "500",
                                                            "min.cleanable.dirty.ratio": "0.01"})
     create_topic(primary, txn, partitions=2)
+    # compacted and written in transactions: the source's cleaner later drops the aborted records
+    # MM2 copied (read_uncommitted), so the mirror holds records the source no longer has
+    create_topic(primary, ctxn, partitions=1, config={"cleanup.policy": "compact", "segment.ms": "500",
+                                                      "min.cleanable.dirty.ratio": "0.01",
+                                                      "min.compaction.lag.ms": "0"})
     # the source keeps every record in its active segment (never cleaned); the mirror, created
     # before MM2 starts, rolls and cleans at once: the two sides are compacted at different times
     create_topic(primary, late, partitions=1, config={"cleanup.policy": "compact"})
@@ -75,8 +82,9 @@ def mm2_flow(kafka_clusters, tmp_path_factory):
     produce_raw(primary, compacted, [{"key": b"k%d" % (i % 20), "value": b"c%d" % i, "partition": 0}
                                      for i in range(200)])
     _transactions(primary, txn, f"tx-{unique}")
+    _transactions(primary, ctxn, f"ctx-{unique}", partitions=1)
     produce_raw(primary, late, _burst(0))
-    topics = [plain, compacted, txn, late]
+    topics = [plain, compacted, txn, late, ctxn]
     mm2 = MirrorMaker2({
         "clusters": f"{p}, {d}", f"{p}.bootstrap.servers": primary, f"{d}.bootstrap.servers": dr,
         f"{p}->{d}.enabled": "true", f"{p}->{d}.topics": ", ".join(topics), f"{d}->{p}.enabled": "false",
@@ -89,7 +97,15 @@ def mm2_flow(kafka_clusters, tmp_path_factory):
     config = load_config(mm2.config_file)
     with mm2:
         yield dict(mm2=mm2, config=config, p=p, d=d, primary=primary, dr=dr, plain=plain, compacted=compacted,
-                   txn=txn, late=late, work=work)
+                   txn=txn, late=late, ctxn=ctxn, work=work)
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"end-{uuid.uuid4().hex[:6]}"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
 
 
 def _burst(n: int) -> list[dict]:
@@ -212,4 +228,47 @@ def test_a_mirror_cleaned_on_its_own_schedule_audits_clean(mm2_flow, tmp_path, k
     assert (c["missing"], c["mismatched"], c["unverifiable"]) == (0, 0, 0), snap["findings"]
     # what both sides still hold was compared: at least the newest of every key
     assert c["verified"] >= KEYS, c
+    assert snap["coverage"]["loss"] >= 0.99, snap["coverage"]
+
+
+def test_a_compacted_transactional_topic_cleaned_on_the_source_after_the_copy_audits_clean(mm2_flow, tmp_path):
+    """MM2 copied the aborted records (read_uncommitted); the source's cleaner then drops them and
+    the older values of every key, and the mirror's cleaner runs on its own schedule: none of
+    that is missing, altered or foreign."""
+    m = mm2_flow
+    ctxn, primary = m["ctxn"], m["primary"]
+    remote = f"{m['p']}.{ctxn}"
+    engine = _engine(m, [ctxn], tmp_path / "ctxn.json")
+    aborted = {b"tx1-%d" % i for i in range(20)} | {b"tx4-%d" % i for i in range(20)}
+    try:
+        wait_until(lambda: aborted <= {r.value() for r in consume_all(m["dr"], remote, timeout=20)}, 120,
+                   interval=1.0, what=f"MM2's copy of {ctxn}, aborted records included")
+        # newer values of every key roll the source's segment (segment.ms 500): its cleaner follows
+        rolls = iter(range(1000))
+
+        def cleaned():
+            time.sleep(0.6)
+            n = next(rolls)
+            produce_raw(primary, ctxn, [{"key": b"t%d" % i, "value": b"roll%d-%d" % (n, i), "partition": 0}
+                                        for i in range(20)])
+            held = {r.value() for r in consume_all(primary, ctxn, timeout=20,
+                                                   **{"isolation.level": "read_uncommitted"})}
+            return not (aborted & held)
+        wait_until(cleaned, 90, interval=0.5, what=f"the source's cleaner to drop the aborted records of {ctxn}")
+        # the mirror topic, created with the source's configs, is compacted on its own schedule too
+        end = _end_offset(primary, ctxn)
+
+        def compared():
+            engine.round()
+            snap = engine.snapshot()
+            # past the last roll's records: MM2 syncs every 10 records here
+            return (snap["positions"].get(f"{ctxn}/0", -1) >= end - 12 and snap["unchecked_records"] == 0
+                    and snap["pending_windows"] == 0 and snap)
+        snap = wait_until(compared, 120, interval=1.0, what=f"every synced record of {ctxn} up to {end} compared",
+                          details=lambda: f"{engine.snapshot()}")
+    finally:
+        engine.readers.close()
+    c = snap["counts"]
+    assert (c["missing"], c["mismatched"], c["unverifiable"]) == (0, 0, 0), snap["findings"]
+    assert c["verified"] >= 20, c  # at least the newest of every key
     assert snap["coverage"]["loss"] >= 0.99, snap["coverage"]
