@@ -7,6 +7,10 @@ waits until it is positive again, which keeps the average at the rate. Loss wind
 small, and a dropped record must be named within one round; the content checks then
 wait for the bucket to refill.
 
+One bucket per cluster is shared by every flow that reads it (as source or as target),
+so a cluster is read at most at the budget however many flows touch it; the flows'
+rounds run in threads of their own, hence the lock.
+
 ``ContentOrder`` walks the partitions round-robin, alternating each partition's
 newest unchecked stretch (what was just copied) and its oldest (what retention will
 take first), so every partition and both ends move even when the budget is far
@@ -15,6 +19,7 @@ smaller than the flow.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -31,6 +36,7 @@ class ReadBudget:
         self._balance = self.capacity or 0.0
         self._at = clock()
         self.spent = 0
+        self._lock = threading.Lock()
 
     def _refill(self) -> None:
         now = self.clock()
@@ -41,20 +47,28 @@ class ReadBudget:
     def available(self) -> bool:
         if self.rate is None:
             return True
-        self._refill()
-        return self._balance > 0
+        with self._lock:
+            self._refill()
+            return self._balance > 0
 
     def spend(self, nbytes: int) -> None:
-        self._refill()
-        self.spent += nbytes
-        if self.rate is not None:
-            self._balance -= nbytes
+        with self._lock:
+            self._refill()
+            self.spent += nbytes
+            if self.rate is not None:
+                self._balance -= nbytes
 
     def seconds_until_available(self) -> float:
         if self.rate is None:
             return 0.0
-        self._refill()
-        return 0.0 if self._balance > 0 else -self._balance / self.rate
+        with self._lock:
+            self._refill()
+            return 0.0 if self._balance > 0 else -self._balance / self.rate
+
+
+def cluster_budgets(clusters, bytes_per_second: float | None, **kw) -> dict[str, ReadBudget]:
+    """One ReadBudget per cluster name, for every flow that reads it."""
+    return {c: ReadBudget(bytes_per_second, **kw) for c in sorted(set(clusters))}
 
 
 class ContentOrder:

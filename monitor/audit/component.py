@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 
+from monitor.audit.budget import cluster_budgets
 from monitor.audit.engine import AuditEngine, AuditFlow, AuditSettings, Readers
 from monitor.audit.options import AuditOptions
 from monitor.audit.reader import ClusterReader
@@ -45,6 +46,9 @@ class AuditComponent:
         self._latest: dict[str, dict] = {}
         if not options.enabled:
             return
+        # a cluster is read at most at the budget, whichever flows read it and on which side
+        budgets = cluster_budgets([c for f in config.enabled_flows() for c in (f.source, f.target)],
+                                  options.budget or None)
         for flow_config in config.enabled_flows():
             if not flow_config.emit_offset_syncs_enabled:
                 log.info("no audit of %s: emit.offset-syncs.enabled = false leaves nothing to pair records by",
@@ -57,7 +61,7 @@ class AuditComponent:
                                             "read_committed", timeout))
             state = options.state_dir / f"audit-{flow.source}-{flow.target}.json" if options.state_dir else None
             self.engines.append(AuditEngine(flow, readers, AuditSettings(
-                budget=options.budget or None, interval=options.interval, state_path=state)))
+                budget=options.budget or None, interval=options.interval, state_path=state), budgets=budgets))
 
         self._latest = {e.flow.name: e.snapshot() for e in self.engines}
 

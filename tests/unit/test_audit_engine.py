@@ -137,3 +137,67 @@ def test_a_value_altered_on_a_compacted_copy_is_found_where_both_sides_hold_it()
         engine.round()
     found = [(f["kind"], f["source_offset"], f["target_offset"]) for f in engine.snapshot()["findings"]]
     assert found == [("mismatched", 190, 190)]
+
+
+def test_flows_reading_the_same_clusters_share_each_clusters_budget():
+    """a->b and b->a: cluster a is one flow's source and the other's target. With the buckets
+    of ``cluster_budgets`` the first flow's content reads use up both clusters' budgets, and the
+    second flow waits; with buckets of its own, each flow would read a budget's worth."""
+    from monitor.audit.budget import cluster_budgets
+
+    now = [0.0]
+    rnd = random.Random(3)
+
+    def flow_over(src: str, dst: str, topic: str):
+        source, target, syncs = Log(), Log(), []
+        reader = Reader({topic: source, f"{src}.{topic}": target}, syncs, set())
+        flow = AuditFlow(f"{src}->{dst}", src, dst, src, "syncs", lambda t: f"{src}.{t}", "read_committed", False)
+        mm2 = MM2(source, target, syncs)
+        _produce(source, 400, 400, rnd)
+        mm2.copy(400)
+        return flow, Readers(reader, reader, reader)
+
+    def engines(budgets):
+        return [AuditEngine(flow, readers, AuditSettings(budget=200, chunk=20), clock=lambda: now[0],
+                            budgets=budgets) for flow, readers in (flow_over("a", "b", "t"), flow_over("b", "a", "t"))]
+
+    shared = cluster_budgets(["a", "b", "b", "a"], 200, clock=lambda: now[0])
+    assert sorted(shared) == ["a", "b"]
+    first, second = engines(shared)
+    first.round()
+    second.round()
+    assert first.snapshot()["counts"]["verified"] > 0
+    assert second.snapshot()["counts"]["verified"] == 0  # both of its clusters' buckets are spent
+    # each flow's read_bytes are its own reads; a cluster's bucket counts both flows'
+    assert first.snapshot()["read_bytes"]["source"] > 0
+    for cluster, (a_side, b_side) in {"a": ("source", "target"), "b": ("target", "source")}.items():
+        assert shared[cluster].spent == first.read_bytes[a_side] + second.read_bytes[b_side]
+    now[0] += 60.0  # the buckets refill (to their 2-s capacity): the second flow's turn comes
+    second.round()
+    assert second.snapshot()["counts"]["verified"] > 0
+
+    alone = engines(None)  # buckets of their own: both flows read at once
+    for e in alone:
+        e.round()
+    assert all(e.snapshot()["counts"]["verified"] > 0 for e in alone)
+
+
+def test_the_monitors_audit_gives_each_cluster_one_bucket_for_all_its_flows(tmp_path):
+    from monitor.audit.component import AuditComponent
+    from monitor.audit.options import AuditOptions
+    from sparkmirror.configfile import load_config
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = a, b, c\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:1\n"
+                    "c.bootstrap.servers = 127.0.0.1:1\na->b.enabled = true\nb->a.enabled = true\n"
+                    "a->c.enabled = true\n")
+    consumers = {c: {"bootstrap.servers": "127.0.0.1:1"} for c in "abc"}
+    component = AuditComponent(load_config(path), AuditOptions(budget=1000), consumers, timeout=1)
+    try:
+        by = {e.flow.name: e.budgets for e in component.engines}
+        assert set(by) == {"a->b", "b->a", "a->c"}
+        assert by["a->b"]["source"] is by["b->a"]["target"] is by["a->c"]["source"]  # cluster a
+        assert by["a->b"]["target"] is by["b->a"]["source"] is not by["a->c"]["target"]
+        assert by["a->c"]["target"].rate == 1000
+    finally:
+        component.close(1)
