@@ -71,6 +71,30 @@ def cluster_budgets(clusters, bytes_per_second: float | None, **kw) -> dict[str,
     return {c: ReadBudget(bytes_per_second, **kw) for c in sorted(set(clusters))}
 
 
+class BudgetShare:
+    """One flow's side of a cluster's bucket: it spends on the bucket and counts its own reads
+    (``spent``), where the bucket counts every flow's."""
+
+    def __init__(self, bucket: ReadBudget) -> None:
+        self.bucket = bucket
+        self.spent = 0
+
+    def available(self) -> bool:
+        return self.bucket.available()
+
+    def spend(self, nbytes: int) -> None:
+        self.bucket.spend(nbytes)
+        self.spent += nbytes
+
+
+def flow_budgets(source: str, target: str, budget: float | None,
+                 shared: dict[str, ReadBudget] | None) -> dict[str, BudgetShare]:
+    """A flow's "source" and "target" sides: on ``shared``'s buckets of those clusters
+    (``cluster_budgets``), or, without it, on buckets of the flow's own."""
+    buckets = shared if shared is not None else {source: ReadBudget(budget), target: ReadBudget(budget)}
+    return {"source": BudgetShare(buckets[source]), "target": BudgetShare(buckets[target])}
+
+
 class ContentOrder:
     """Which partition's which end comes next: ``next(keys_with_work)`` -> (key, newest?)."""
 

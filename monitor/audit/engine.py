@@ -25,7 +25,7 @@ from pathlib import Path
 from monitor.audit import persist
 from monitor.audit.book import PartitionBook, Segment, Window
 from monitor.audit.digest import compare_times
-from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget
+from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget, flow_budgets
 from monitor.audit.findings import Finding, Tally
 from monitor.audit.reader import ClusterReader
 from monitor.audit.reconcile import (DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, by_key, paired, reconcile,
@@ -102,15 +102,11 @@ class Progress:
 class AuditEngine:
     def __init__(self, flow: AuditFlow, readers: Readers, settings: AuditSettings = AuditSettings(),
                  clock: Callable[[], float] = time.time, budgets: dict[str, ReadBudget] | None = None) -> None:
-        """``budgets``: per cluster name, the buckets this flow shares with the other flows that read
-        those clusters (``budget.cluster_budgets``); without it, the flow has buckets of its own."""
         self.flow = flow
         self.readers = readers
         self.settings = settings
         self.clock = clock
-        self.budgets = ({"source": budgets[flow.source], "target": budgets[flow.target]} if budgets is not None
-                        else {"source": ReadBudget(settings.budget), "target": ReadBudget(settings.budget)})
-        self.read_bytes = {"source": 0, "target": 0}  # this flow's own reads (a shared bucket counts all)
+        self.budgets = flow_budgets(flow.source, flow.target, settings.budget, budgets)  # per cluster, shared
         self.order = ContentOrder()
         self.books: dict[tuple[str, int], PartitionBook] = {}
         self.tally = Tally()
@@ -268,8 +264,8 @@ class AuditEngine:
         lo = min(w.u_a, w.u_b)
         t = self.readers.target.read(remote, b.partition, w.d_a, w.d_b)
         s = self.readers.source.read(b.topic, b.partition, lo, reach)
-        self._spend("target", t.cost)
-        self._spend("source", s.cost)
+        self.budgets["target"].spend(t.cost)
+        self.budgets["source"].spend(s.cost)
         # where neither cleaner has run over the ranges read, a compacted topic's window is like any other
         cleaned = compacted and not (whole(s.records, max(lo, s.log_start), s.end)
                                      and whole(t.records, max(w.d_a, t.log_start), t.end))
@@ -363,8 +359,8 @@ class AuditEngine:
         remote = self.flow.remote(b.topic)
         s = self.readers.source.read(b.topic, b.partition, seg.u, seg.u + seg.n, bulk=True)
         t = self.readers.target.read(remote, b.partition, seg.d, seg.d + seg.n, bulk=True)
-        self._spend("source", s.cost)
-        self._spend("target", t.cost)
+        self.budgets["source"].spend(s.cost)
+        self.budgets["target"].spend(t.cost)
         cut = max(s.log_start - seg.u, t.log_start - seg.d, 0)
         if cut:  # one-to-one: the same count of records is gone from the front of both
             if s.log_start - seg.u >= t.log_start - seg.d:
@@ -377,10 +373,6 @@ class AuditEngine:
         self.tally.verified(b.topic, outcome.verified, now)
         for d in outcome.differences:
             self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
-
-    def _spend(self, side: str, nbytes: int) -> None:
-        self.budgets[side].spend(nbytes)
-        self.read_bytes[side] += nbytes
 
     # --- what the exporters read ---------------------------------------------------------
     def snapshot(self) -> dict:
@@ -397,7 +389,7 @@ class AuditEngine:
             "positions": {f"{t}/{p}": b.last[0] for (t, p), b in sorted(self.books.items()) if b.last},
             "unchecked_records": sum(b.unchecked_records() for b in self.books.values()),
             "pending_windows": sum(len(b.pending) for b in self.books.values()),
-            "read_bytes": dict(self.read_bytes),
+            "read_bytes": {"source": self.budgets["source"].spent, "target": self.budgets["target"].spent},
             "exactly_once": self.flow.exactly_once,
             "source_isolation": self.flow.source_isolation,
             "rounds": self.rounds,
