@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devenv.kerberos import Kerberos
 from devenv.security import MutualTls, SaslSsl
 from sparkmirror import artifacts
 from sparkmirror.errors import ClusterError
@@ -72,6 +73,8 @@ class KafkaCluster:
     sasl_ssl: SaslSsl | None = None
     #: None: as above. Otherwise clients must use SSL with a certificate this CA signed.
     mtls: MutualTls | None = None
+    #: None: as above. Otherwise a GSSAPI listener beside PLAINTEXT (devenv.kerberos).
+    kerberos: Kerberos | None = None
     #: None: a fresh random id at format time. Nodes of one multi-node cluster share theirs.
     cluster_id: str | None = None
     #: The Kafka release the broker runs (artifacts.COMPAT_VERSIONS holds the other tested ones).
@@ -143,6 +146,8 @@ class KafkaCluster:
             props.update(self.sasl_ssl.broker_properties(self.port, self.controller_port))
         if self.mtls is not None:
             props.update(self.mtls.broker_properties(self.port, self.controller_port))
+        if self.kerberos is not None:
+            props.update(self.kerberos.broker_properties(self.port, self.controller_port))
         props.update(self.extra_config)
         return props
 
@@ -161,6 +166,7 @@ class KafkaCluster:
             artifacts.java_binary(),
             "-Xms256m", f"-Xmx{self.heap}",
             "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            *([self.kerberos.kdc.java_option()] if self.kerberos is not None else []),
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp", jars.classpath(), main, *args,
         ]

@@ -5,18 +5,20 @@
 #   prometheus-alertmanager  the pager path (Prometheus -> Alertmanager -> webhook)
 #   chromium                 headless browser for the status-page test
 #   openssl                  the CLI that makes throwaway CAs and certificates (TLS tests, SASL_SSL dev clusters)
+#   krb5-kdc krb5-admin-server  an MIT KDC and kadmin.local for the Kerberos tests' realm
+#                               (scripts/build-gssapi-client.sh installs what the GSSAPI client needs)
 #
 # Idempotent: packages already installed are skipped, and `apt-get update` runs
 # only when apt does not know a wanted package yet or the install failed on
 # stale lists. Runs as root, or through sudo when available. Only Debian/Ubuntu
 # (apt) is supported; elsewhere it says what to install and exits 1.
 #
-# Usage: scripts/install-system-deps.sh [PACKAGE...]   (default: all four)
+# Usage: scripts/install-system-deps.sh [PACKAGE...]   (default: all of the above)
 set -euo pipefail
 
 PACKAGES=("$@")
 if [ ${#PACKAGES[@]} -eq 0 ]; then
-  PACKAGES=(prometheus prometheus-alertmanager chromium openssl)
+  PACKAGES=(prometheus prometheus-alertmanager chromium openssl krb5-kdc krb5-admin-server)
 fi
 
 installed() {

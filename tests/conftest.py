@@ -103,6 +103,36 @@ def mtls_clusters(tmp_path_factory) -> TestClusters:
     yield from cluster_pair(tmp_path_factory.mktemp("kafka-mtls"), mtls=True)
 
 
+@pytest.fixture(scope="session")
+def gssapi_client() -> Path:
+    """A confluent-kafka that speaks Kerberos (the PyPI wheel does not), built once into
+    .cache/gssapi by scripts/build-gssapi-client.sh: the directory to put first on PYTHONPATH."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    # one make job: the other pytest worker keeps its core
+    done = subprocess.run([str(root / "scripts" / "build-gssapi-client.sh")], cwd=root, capture_output=True,
+                          text=True, timeout=900, env=dict(os.environ, JOBS="1"))
+    assert done.returncode == 0, f"building the GSSAPI client failed:\n{done.stderr[-3000:]}"
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def kerberos_clusters(tmp_path_factory) -> TestClusters:
+    """A `primary`/`dr` pair for one module with a GSSAPI (Kerberos) listener each, and the KDC
+    of their realm, whose tickets live one minute (``cluster.kerberos.kdc``); the PLAINTEXT
+    listener stays for the tests' own clients."""
+    from devenv.kerberos import Kdc
+
+    base = tmp_path_factory.mktemp("kafka-kerberos")
+    kdc = Kdc.start(base / "kdc", max_life="1m")
+    try:
+        yield from cluster_pair(base, kdc=kdc)
+    finally:
+        kdc.stop()
+
+
 @pytest.fixture
 def unique() -> str:
     """A short unique suffix so tests sharing the session clusters never share topics."""

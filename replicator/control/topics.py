@@ -61,6 +61,11 @@ def list_topics(admin, cluster: str, timeout: float = 30.0):
         except Exception:
             pass
         why = last_error(cluster)
+        if why and "GSSAPI" in why:
+            raise ClusterError(f"cannot read the topic list: Kerberos: {why}", cluster=cluster,
+                               hint=f"check the keyTab and principal in {cluster}.sasl.jaas.config (`kinit -kt KEYTAB "
+                                    "PRINCIPAL` on this machine says why; the keytab must hold the principal's "
+                                    "current key) and that KRB5_CONFIG or /etc/krb5.conf names the realm's KDC") from None
         if why:
             raise ClusterError(f"cannot read the topic list: {why}", cluster=cluster,
                                hint="check the security settings of this cluster in mm2.properties "

@@ -38,8 +38,8 @@ from replicator.datapath.pathpolicy import Choice, PathPolicy
 from replicator.datapath.pause import clear_pause, read_pause, write_pause
 from replicator.datapath.rtrunner import RealTimeRunner
 from replicator.datapath.runner import (GRACEFUL_STOP_S, Backoff, ClusterProbe, FlowStats, Once, Runner,
-                                        RunnerContext, failure_message, is_permanent, spark_source_options,
-                                        stop_grace)
+                                        RunnerContext, failure_message, is_permanent, kerberos_login_error,
+                                        spark_source_options, stop_grace)
 from replicator.kafkaclients import watermarks
 from replicator.settings import REAL_TIME, ReplicatorSettings
 from sparkmirror.errors import SparkmirrorError
@@ -328,6 +328,11 @@ class FlowReplicator(_Pausable):
                 self._failed(runner, failure_message(exc))
 
     def _failed(self, runner: Runner, msg: str) -> None:
+        if kerberos_login_error(msg):
+            raise SparkmirrorError(f"flow {self.name} stopped: a Kerberos login of its Spark clients failed: {msg}",
+                                   hint="check the keyTab and principal in sasl.jaas.config of this flow's clusters "
+                                        "(`kinit -kt KEYTAB PRINCIPAL` says why) and that the keytab holds the "
+                                        "principal's current key")
         if is_permanent(msg):
             raise SparkmirrorError(f"flow {self.name} stopped: {msg}",
                                    hint="nothing after this record was committed; fix the cause and restart "

@@ -87,6 +87,20 @@ def is_permanent(message: str) -> bool:
     return any(p in message.lower() for p in PERMANENT_WRITE_ERRORS)
 
 
+#: A Java client's Kerberos login that no retry can fix: the keytab holds no current key of the
+#: principal, or no key at all, or the realm has no such principal. A KDC that does not answer
+#: ("Cannot contact any KDC", "Receive timed out") is not among them: it may come back.
+KERBEROS_LOGIN_ERRORS = ("checksum failed", "pre-authentication information was invalid",
+                         "client not found in kerberos database", "unable to obtain password from user",
+                         "cannot locate principal", "does not contain the principal")
+
+
+def kerberos_login_error(message: str) -> bool:
+    """Whether a failure is a Java client's Kerberos login that replaying can never fix."""
+    text = message.lower()
+    return "loginexception" in text and any(p in text for p in KERBEROS_LOGIN_ERRORS)
+
+
 @dataclass
 class FlowStats:
     batches: int = 0

@@ -131,6 +131,10 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
         for k, v in scratch.spark_options(conf).items():
             conf[k] = f"{conf[k]} {v}" if conf.get(k) else v
         options = dict(logsetup.spark_log4j_options())  # JSON logs from the JVM too
+        krb5 = kerberos_java_option(conf)
+        if krb5:
+            key = "spark.driver.extraJavaOptions"
+            options[key] = f"{options[key]} {krb5}" if options.get(key) else krb5
         if cds and (archive := cds_options(settings.class_data_archive)):
             key = "spark.driver.extraJavaOptions"
             options[key] = f"{options[key]} {archive}" if options.get(key) else archive
@@ -155,6 +159,16 @@ def build_session(master: str | None = None, app_name: str = "sparkmirror", ui: 
     if settings.spark_log_level is None:
         _quiet_fault_loggers(spark)
     return spark
+
+
+def kerberos_java_option(conf: dict[str, str]) -> str | None:
+    """``-Djava.security.krb5.conf`` for the driver JVM when ``KRB5_CONFIG`` names a Kerberos
+    config: librdkafka's kinit reads that variable, Java does not, and both sides of the copy
+    must find the same realm. None when it is unset or the Spark config already names one."""
+    path = os.environ.get("KRB5_CONFIG", "").strip()
+    if not path or "java.security.krb5.conf" in conf.get("spark.driver.extraJavaOptions", ""):
+        return None
+    return f"-Djava.security.krb5.conf={path}"
 
 
 #: Spark loggers that print a multi-page Java stack trace for faults sparkmirror

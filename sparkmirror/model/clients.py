@@ -31,6 +31,7 @@ them.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -360,7 +361,13 @@ def _gssapi(login: JaasLogin | None, out: dict, errors: ClientErrors) -> None:
                    hint='set sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required '
                         'useKeyTab=true keyTab="/path/kafka.keytab" principal="user@REALM";')
         return
-    out["sasl.kerberos.keytab"] = options["keyTab"]
+    keytab = options["keyTab"]
+    if not os.access(keytab, os.R_OK) or not os.path.isfile(keytab):
+        why = "is not readable by this user" if os.path.isfile(keytab) else "does not exist"
+        errors.add("sasl.jaas.config", f"`sasl.jaas.config` keyTab {keytab} {why}",
+                   hint="librdkafka runs kinit with that keytab on this machine: mount it here or fix the path")
+        return
+    out["sasl.kerberos.keytab"] = keytab
     out["sasl.kerberos.principal"] = options["principal"]
 
 

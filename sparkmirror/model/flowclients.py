@@ -64,6 +64,36 @@ def translate_clients(config: MM2Config) -> dict[str, list[FlowClient]]:
                         seen.add(str(err))
                         errors.append(err)
         result[flow.name] = clients
+    errors += _one_kerberos_principal(config, result)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.line or 0, e.message)))
     return result
+
+
+def _one_kerberos_principal(config: MM2Config, clients: dict[str, list[FlowClient]]) -> list[ConfigError]:
+    """An error for every cluster whose Kerberos principal differs from the first one's.
+
+    librdkafka's GSSAPI clients in one process share one ticket cache (``KRB5CCNAME``): each
+    client's kinit replaces the cache's ticket with its own principal's, so with two principals
+    one cluster's clients would authenticate as the other's, or fail when that realm differs."""
+    first: tuple[str, str] | None = None
+    errors: list[ConfigError] = []
+    for flow_clients in clients.values():
+        for client in flow_clients:
+            principal = client.librdkafka.get("sasl.kerberos.principal")
+            if principal is None or (first is not None and (principal == first[1] or client.cluster == first[0])):
+                continue
+            if first is None:
+                first = (client.cluster, principal)
+                continue
+            file, line = getattr(config.client_config(client.cluster, client.role), "origins", {}).get(
+                "sasl.jaas.config", (None, None))
+            error = ConfigError(
+                f"`sasl.jaas.config`: Kerberos principal {principal} differs from cluster {first[0]}'s "
+                f"{first[1]}: the Kerberos clients of one process share one ticket cache, so one "
+                f"cluster's clients would authenticate as the other's principal",
+                file=file, line=line, cluster=client.cluster,
+                hint="use one principal (and keytab) for every cluster of this file, or run one process per principal")
+            if str(error) not in {str(e) for e in errors}:
+                errors.append(error)
+    return errors

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 
 
-GSSAPI_HINT = ("the confluent-kafka wheel from PyPI has no Kerberos: install confluent-kafka built from source "
-               "against a librdkafka with libsasl2 (see docs/security.md, Kerberos)")
+GSSAPI_HINT = ("the confluent-kafka wheel from PyPI has no Kerberos: build one against a librdkafka with libsasl2 "
+               "with scripts/build-gssapi-client.sh and put the directory it prints first on PYTHONPATH "
+               "(docs/security.md, Kerberos)")
 
 
 @functools.cache
@@ -27,6 +28,8 @@ def library_sasl_error(mechanism: str) -> str | None:
     conf = {"security.protocol": "sasl_plaintext", "sasl.mechanism": mechanism, "log_level": 0}
     if mechanism.startswith(("PLAIN", "SCRAM")):
         conf.update({"sasl.username": "probe", "sasl.password": "probe"})  # required, never sent
+    if mechanism == "GSSAPI":  # no kinit at creation, so no keytab is needed to ask
+        conf["sasl.kerberos.min.time.before.relogin"] = 0
     try:
         confluent_kafka.Producer(conf)
     except confluent_kafka.KafkaException as exc:

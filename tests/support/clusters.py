@@ -21,19 +21,22 @@ class TestClusters:
         return {"primary": self.primary, "dr": self.dr}[name]
 
 
-def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False):
+def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False, kdc=None):
     """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
 
     With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
     devenv.security) and accepts clients on SASL_SSL only; with ``mtls`` its own CA and a
-    client certificate for user ``mirror``, and accepts clients on SSL with one only."""
+    client certificate for user ``mirror``, and accepts clients on SSL with one only; with
+    ``kdc`` (devenv.kerberos.Kdc) a GSSAPI listener beside PLAINTEXT, principal ``mirror``."""
     from devenv.kafka import KafkaCluster, free_port
+    from devenv.kerberos import Kerberos
     from devenv.security import MutualTls, SaslSsl
 
     clusters = [
         KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
                      sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None,
-                     mtls=MutualTls.create(base / f"{name}-mtls", name) if mtls else None)
+                     mtls=MutualTls.create(base / f"{name}-mtls", name) if mtls else None,
+                     kerberos=Kerberos.create(kdc, name) if kdc is not None else None)
         for name in ("primary", "dr")
     ]
     with running(clusters):

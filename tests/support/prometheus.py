@@ -96,6 +96,7 @@ class _Process:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"{self.name}.log"
+        self.env: dict[str, str] = {}  # extra environment of the process
         self._proc: subprocess.Popen | None = None
         self._log = None
 
@@ -104,8 +105,9 @@ class _Process:
 
     def start(self, timeout: float = 30.0):
         self._log = open(self.log_path, "ab")
+        env = dict(os.environ, **self.env) if self.env else None
         self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir)
+                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir, env=env)
         proc = self._proc
 
         def ready() -> bool:
@@ -163,9 +165,10 @@ class MonitorProcess(_Process):
 
     def __init__(self, workdir: Path, config: Path, *args: str, verbose: bool = False,
                  web_config: Path | None = None, ca_file: Path | None = None,
-                 auth: tuple[str, str] | None = None) -> None:
+                 auth: tuple[str, str] | None = None, env: dict[str, str] | None = None) -> None:
         super().__init__(workdir)
         self.config, self.args = Path(config), list(args)
+        self.env = dict(env or {})
         self.address = f"127.0.0.1:{self.port}"
         self.verbose = verbose  # sparkmirror -v: debug logging, librdkafka's own lines included
         self.web_config = web_config  # --web-config-file; ca_file: trust its TLS certificate; auth: (user, password)

@@ -109,14 +109,28 @@ def test_gssapi_without_keytab_is_refused_naming_cluster_and_key(gssapi_build):
     assert err.cluster == "dr" and "`sasl.mechanism`" in err.message and "keytab" in err.message
 
 
-def test_gssapi_keytab_from_krb5_module(gssapi_build):
+def test_gssapi_keytab_from_krb5_module(gssapi_build, tmp_path):
+    keytab = tmp_path / "mm2.keytab"
+    keytab.write_bytes(b"\x05\x02")
     jaas = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
-            'keyTab="/etc/k/mm2.keytab" principal="mm2@EXAMPLE.COM";')
+            f'keyTab="{keytab}" principal="mm2@EXAMPLE.COM";')
     conf = librdkafka_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas,
                               "sasl.kerberos.service.name": "kafka"}, "consumer")
-    assert conf["sasl.kerberos.keytab"] == "/etc/k/mm2.keytab"
+    assert conf["sasl.kerberos.keytab"] == str(keytab)
     assert conf["sasl.kerberos.principal"] == "mm2@EXAMPLE.COM"
     assert conf["sasl.kerberos.service.name"] == "kafka"
+
+
+def test_a_keytab_that_is_not_there_is_refused_naming_the_key_and_the_path(gssapi_build, tmp_path):
+    gone = tmp_path / "gone.keytab"
+    jaas = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true '
+            f'keyTab="{gone}" principal="mm2@EXAMPLE.COM";')
+    with pytest.raises(ConfigError) as info:
+        librdkafka_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas},
+                          "consumer", cluster="primary")
+    (err,) = errors_of(info)
+    assert err.cluster == "primary" and "`sasl.jaas.config`" in err.message
+    assert str(gone) in err.message and "does not exist" in err.message
 
 
 def test_oauthbearer_custom_callback_is_refused():

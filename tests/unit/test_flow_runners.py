@@ -461,3 +461,16 @@ def test_a_resume_whose_query_does_not_start_is_retried_not_left_stopped(tmp_pat
     clock.now = fr._restart_at
     fr.check_query()  # the supervisor's next round after the backoff
     assert fr.query is not None and fr.query.isActive and fr._restart_at is None
+
+
+def test_a_kerberos_login_no_retry_can_fix_stops_the_flow_and_an_unreachable_kdc_does_not():
+    from replicator.datapath.runner import kerberos_login_error
+
+    stale = ("Task 0 in stage 0.0 failed 4 times (KafkaException: javax.security.auth.login.LoginException: "
+             "Checksum failed)")
+    unknown = "KafkaException: javax.security.auth.login.LoginException: Client not found in Kerberos database (6)"
+    no_kdc = ("KafkaException: javax.security.auth.login.LoginException: Cannot contact any KDC for realm "
+              "'EXAMPLE.COM'")
+    assert kerberos_login_error(stale) and kerberos_login_error(unknown)
+    assert not kerberos_login_error(no_kdc)
+    assert not kerberos_login_error("KafkaException: Checksum failed on a record batch")  # not a login

@@ -32,3 +32,14 @@ def test_the_session_writes_checkpoints_through_the_file_system_api_unless_told_
     assert spark.session_conf(mine) == mine
     assert spark.session_conf(mine, writer_jar=True) == mine
     assert mine == {key: "org.example.MyManager", "spark.executor.cores": "2"}, "the caller's dict is not changed"
+
+
+def test_the_driver_jvm_reads_the_kerberos_config_librdkafka_reads(monkeypatch):
+    from replicator.datapath.spark import kerberos_java_option
+
+    monkeypatch.delenv("KRB5_CONFIG", raising=False)
+    assert kerberos_java_option({}) is None
+    monkeypatch.setenv("KRB5_CONFIG", "/etc/realm/krb5.conf")
+    assert kerberos_java_option({}) == "-Djava.security.krb5.conf=/etc/realm/krb5.conf"
+    # a Spark config that names its own file keeps it
+    assert kerberos_java_option({"spark.driver.extraJavaOptions": "-Djava.security.krb5.conf=/x"}) is None

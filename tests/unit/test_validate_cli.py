@@ -181,6 +181,8 @@ def test_a_kerberos_config_is_refused_at_the_mechanism_line_when_the_client_libr
     from sparkmirror.model.saslbuild import library_sasl_error
 
     path = tmp_path / "kerberos.properties"
+    keytab = tmp_path / "mm2.keytab"
+    keytab.write_bytes(b"\x05\x02")
     path.write_text("clusters = primary, dr\n"
                     "primary.bootstrap.servers = p:9092\n"
                     "dr.bootstrap.servers = d:9092\n"
@@ -189,7 +191,7 @@ def test_a_kerberos_config_is_refused_at_the_mechanism_line_when_the_client_libr
                     "primary.sasl.mechanism = GSSAPI\n"
                     "primary.sasl.kerberos.service.name = kafka\n"
                     'primary.sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required '
-                    'useKeyTab=true keyTab="/etc/k/mm2.keytab" principal="mm2@EXAMPLE.COM";\n')
+                    f'useKeyTab=true keyTab="{keytab}" principal="mm2@EXAMPLE.COM";\n')
     code, out, err = run(capsys, str(path))
     refusal = library_sasl_error("GSSAPI")  # what the installed librdkafka itself says
     if refusal is None:  # a GSSAPI-capable build: the same file is valid
@@ -206,3 +208,30 @@ def test_the_library_probe_accepts_what_the_pypi_wheel_has():
     from sparkmirror.model.saslbuild import library_sasl_error
 
     assert [m for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER") if library_sasl_error(m)] == []
+
+
+def test_two_kerberos_principals_in_one_file_are_refused_at_the_second_ones_line(capsys, tmp_path, monkeypatch):
+    """One process's Kerberos clients share one ticket cache: dr's clients would use primary's ticket."""
+    from sparkmirror.model import saslbuild
+
+    monkeypatch.setattr(saslbuild, "library_sasl_error", lambda mechanism: None)  # a GSSAPI-capable build
+    keytabs = {alias: tmp_path / f"{alias}.keytab" for alias in ("primary", "dr")}
+    for keytab in keytabs.values():
+        keytab.write_bytes(b"\x05\x02")
+    path = tmp_path / "two-principals.properties"
+    lines = ["clusters = primary, dr", "primary.bootstrap.servers = p:9092", "dr.bootstrap.servers = d:9092",
+             "primary->dr.enabled = true"]
+    for alias, principal in (("primary", "mm2@EXAMPLE.COM"), ("dr", "mm2-dr@EXAMPLE.COM")):
+        lines += [f"{alias}.security.protocol = SASL_PLAINTEXT", f"{alias}.sasl.mechanism = GSSAPI",
+                  f"{alias}.sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required "
+                  f'useKeyTab=true keyTab="{keytabs[alias]}" principal="{principal}";']
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 2 and out == ""
+    ((file, line, rest),) = located(err)
+    assert (file, line) == (str(path), 10)
+    assert "cluster dr" in rest and "mm2-dr@EXAMPLE.COM" in rest and "mm2@EXAMPLE.COM" in rest and "ticket cache" in rest
+
+    path.write_text("\n".join(lines).replace("mm2-dr@", "mm2@") + "\n")  # one principal: valid
+    code, out, err = run(capsys, str(path))
+    assert code == 0, err
