@@ -5,8 +5,8 @@ The KDC is Debian's ``krb5kdc`` run as a plain process on a free port, with its 
 stash, config and log in one directory; nothing under /etc is read or written (clients are
 pointed at its ``krb5.conf`` through ``KRB5_CONFIG`` and ``-Djava.security.krb5.conf``).
 Tickets live ``max_life`` (default two minutes), so a run of a few minutes spans several
-ticket lifetimes, and brokers that ask clients to re-authenticate on every connection each
-minute (``connections.max.reauth.ms``) prove that the clients renew them.
+ticket lifetimes, and brokers that make every connection re-authenticate that often or more
+(``connections.max.reauth.ms``) prove that the clients renew them.
 
 A cluster with :class:`Kerberos` keeps its PLAINTEXT listener for the tests' own clients
 (the PyPI confluent-kafka they use has no GSSAPI) and adds a SASL_PLAINTEXT listener with
@@ -59,6 +59,8 @@ class Kdc:
     directory: Path
     port: int
     max_life: str = "2m"
+    #: the brokers make a GSSAPI connection re-authenticate (a fresh service ticket) this often
+    reauth_ms: int = 60_000
     process: subprocess.Popen | None = None
 
     @property
@@ -70,8 +72,8 @@ class Kdc:
         return self.directory / "kdc.log"
 
     @classmethod
-    def start(cls, directory: Path, max_life: str = "2m") -> "Kdc":
-        kdc = cls(directory, _free_port(), max_life)
+    def start(cls, directory: Path, max_life: str = "2m", reauth_ms: int = 60_000) -> "Kdc":
+        kdc = cls(directory, _free_port(), max_life, reauth_ms)
         kdc._configure()
         kdc._run()
         return kdc
@@ -188,8 +190,6 @@ class Kerberos:
     port: int
     broker_keytab: Path
     users: dict[str, Path] = field(default_factory=dict)
-    #: a connection re-authenticates (a fresh service ticket) at least this often
-    reauth_ms: int = 60_000
 
     @classmethod
     def create(cls, kdc: Kdc, name: str, users: tuple[str, ...] = ("mirror",)) -> "Kerberos":
@@ -211,7 +211,7 @@ class Kerberos:
             "sasl.enabled.mechanisms": "GSSAPI",
             "sasl.kerberos.service.name": SERVICE,
             "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": jaas(self.broker_keytab, f"{SERVICE}/{HOST}"),
-            "connections.max.reauth.ms": str(self.reauth_ms),
+            "connections.max.reauth.ms": str(self.kdc.reauth_ms),
             "super.users": ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in self.users)]),
         }
 

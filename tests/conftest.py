@@ -121,12 +121,12 @@ def gssapi_client() -> Path:
 @pytest.fixture(scope="module")
 def kerberos_clusters(tmp_path_factory) -> TestClusters:
     """A `primary`/`dr` pair for one module with a GSSAPI (Kerberos) listener each, and the KDC
-    of their realm, whose tickets live one minute (``cluster.kerberos.kdc``); the PLAINTEXT
-    listener stays for the tests' own clients."""
+    of their realm, whose tickets live 30 s (``cluster.kerberos.kdc``); the PLAINTEXT listener
+    stays for the tests' own clients."""
     from devenv.kerberos import Kdc
 
     base = tmp_path_factory.mktemp("kafka-kerberos")
-    kdc = Kdc.start(base / "kdc", max_life="1m")
+    kdc = Kdc.start(base / "kdc", max_life="30s", reauth_ms=15_000)
     try:
         yield from cluster_pair(base, kdc=kdc)
     finally:
