@@ -41,13 +41,6 @@ def _progress_batch(query) -> int | None:
     return progress.get("batchId") if progress else None
 
 
-def checkpoint_interval(ctx: RunnerContext) -> float:
-    """The flow's real-time checkpoint interval: its setting, else the default of local mode or
-    of a cluster (replicator.settings)."""
-    master = getattr(getattr(ctx.spark, "sparkContext", None), "master", None)
-    return ctx.settings.checkpoint_interval(master is None or str(master).startswith("local"))
-
-
 class RealTimeProgress:
     """What the real-time writers copied since the last look, folded into the flow's stats and metrics.
 
@@ -60,7 +53,6 @@ class RealTimeProgress:
 
     def __init__(self, ctx: RunnerContext, counters: realtime.Counters, mirrors: list[str]) -> None:
         self.ctx, self.counters, self.mirrors = ctx, counters, mirrors
-        self.interval = checkpoint_interval(ctx)
         self._slow_reported_at = 0.0
         self._lock = threading.Lock()  # the supervisor and a stop both fold
         self.begin()
@@ -128,7 +120,7 @@ class RealTimeProgress:
         micro-batches; and, since batches keep ending on time while the source is away (the reader
         finds nothing new), look whether a cluster is down when nothing was copied for a while."""
         now = time.monotonic()
-        if now - self.batch_started >= self.interval + SLOW_BATCH_S \
+        if now - self.batch_started >= self.ctx.settings.real_time_checkpoint_interval + SLOW_BATCH_S \
                 and now - self._slow_reported_at >= SLOW_BATCH_S:
             self._slow_reported_at = now
             self.ctx.probe.report_slow_batch(0 if self.last_batch is None else self.last_batch + 1,
@@ -155,7 +147,6 @@ class RealTimeRunner:
         self._handover: dict | None = None  # where the queries start instead of their checkpoints
         self._started_at: dict[str, dict[str, int]] = {}  # the queries' startingOffsets
         self.counters = realtime.Counters(ctx.spark, ctx.name)
-        self.interval = checkpoint_interval(ctx)
         self.progress = RealTimeProgress(ctx, self.counters, [ctx.mirror(t) for t in self.assignment])
 
     @property
@@ -184,14 +175,14 @@ class RealTimeRunner:
         self.progress.begin()
         self.query = self._start_shards(shards, starting, writer)
         metrics().started(ctx.name, self.partitions)
-        interval = self.interval
+        interval = ctx.settings.real_time_checkpoint_interval
         spread = ("" if len(shards) == 1 else
                   f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards), interval):.1f} s apart")
         fetch = realtime.source_options(ctx.source_options)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
                  "checkpoint every %s, source fetches of fetch.min.bytes %s or fetch.max.wait.ms %s), checkpoint %s",
                  ctx.name, len(self.assignment), self.partitions, ctx.flow.target, spread,
-                 f"{interval:g} seconds", fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"],
+                 ctx.settings.real_time_trigger, fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"],
                  self.ckpt)
 
     def _writer_settings(self) -> dict:
@@ -214,11 +205,11 @@ class RealTimeRunner:
         return dict(target=ctx.flow.target, producer_config=producer_conf,
                     syncs_producer_config=ctx.offset_syncs.java_producer_config(), syncs_topic=ctx.offset_syncs.topic,
                     topic_map=topic_map, offset_lag_max=ctx.flow.offset_lag_max,
-                    trigger=f"{self.interval:g} seconds", max_message_bytes=limits)
+                    trigger=ctx.settings.real_time_trigger, max_message_bytes=limits)
 
     def _start_shards(self, shards: list[dict[str, list[int]]], starting: str, writer: dict) -> realtime.ShardedQuery:
         ctx = self.ctx
-        stagger = realtime.stagger_seconds(len(shards), self.interval)
+        stagger = realtime.stagger_seconds(len(shards), ctx.settings.real_time_checkpoint_interval)
         queries = []
         began = time.monotonic()
         try:
@@ -313,7 +304,7 @@ class RealTimeRunner:
 
         ctx = self.ctx
         shards = q.queries
-        grace = stop_grace(True, self.interval, local=False)
+        grace = stop_grace(True, ctx.settings.real_time_checkpoint_interval, local=False)
         deadline = time.monotonic() + grace
         waiting = [(sq, _progress_batch(sq)) for sq in shards]
         run_ids = _run_ids(q) or []
@@ -350,7 +341,7 @@ class RealTimeRunner:
                      "s): the records they copied since %s will be copied again on restart (duplicates, never "
                      "loss)", ctx.name, len(late), len(shards), grace, ", ".join(late))
         # their tasks run to the end of their batch; a new query's start or Spark's stop waits
-        deadline = time.monotonic() + self.interval + 2
+        deadline = time.monotonic() + ctx.settings.real_time_checkpoint_interval + 2
         for run_id in run_ids:
             wait_jobs_done(ctx.spark, run_id, max(0.1, deadline - time.monotonic()))
         if not closing:
