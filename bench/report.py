@@ -59,12 +59,12 @@ METHOD = """
   over the direct source (Spark plans and checkpoints offset ranges, one task per core
   copies them with confluent-kafka). Once caught up it runs in Spark's real-time mode (one
   long-lived task per partition, each record handed at once to the JVM writer, offsets
-  checkpointed every 5 s), `local[cores + partitions + 16, 4]`. Offset-syncs and heartbeats
+  checkpointed every 60 s), `local[cores + partitions + 16, 4]`. Offset-syncs and heartbeats
   on; writer `linger.ms=5`, `acks=all`, idempotent.
 - **sparkmirror-microbatch**: `--data-path micro-batch` (`local[*,4]`).
 - **sparkmirror-realtime**: `--data-path real-time`, real time from the start, a backlog included.
-- **sparkmirror-cp10, -cp15, -cp30, -cp60**: the default with `--real-time-checkpoint-interval`
-  10, 15, 30 or 60.
+- **sparkmirror-cp5, -cp10, -cp15, -cp30, -cp60**: the default with `--real-time-checkpoint-interval`
+  5 (the default before), 10, 15, 30 or 60.
 - **sparkmirror-shards3, -shards6**: the default with `--real-time-shards 3` or `6`.
 - **sparkmirror-fetch1**: the default with Kafka's own fetch settings for the real-time source
   (`fetch.min.bytes=1`) instead of 64 KB or 20 ms.

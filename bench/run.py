@@ -222,8 +222,9 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     # real time from the start, a backlog included (--data-path real-time)
     "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "real-time"], {}),
-    # the default with a 10-, 15-, 30- or 60-s real-time checkpoint interval instead of 5 s: fewer batch
-    # boundaries
+    # a 5-, 10-, 15-, 30- or 60-s real-time checkpoint interval instead of the default (60 s in local
+    # mode): the boundaries' cost against their number
+    "sparkmirror-cp5": (("smv", "drv"), ["--real-time-checkpoint-interval", "5"], {}),
     "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
     "sparkmirror-cp15": (("smf", "drf"), ["--real-time-checkpoint-interval", "15"], {}),
     "sparkmirror-cp30": (("smc", "drc"), ["--real-time-checkpoint-interval", "30"], {}),

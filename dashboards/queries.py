@@ -247,9 +247,15 @@ def offset_sync_age() -> Query:
     return Query(sel(m.OFFSET_SYNC_AGE, FLOW), "{{flow}}")
 
 
+#: Batch rates over a window that holds several batches: a real-time batch lasts its checkpoint
+#: interval (60 s by default in local mode), a micro-batch up to about 30 s.
+BATCH_WINDOW = "5m"
+
+
 def replicator_batch_duration() -> list[Query]:
     def quantile(q: float) -> str:
-        buckets = f"sum by (flow, le) ({rate(m.REPLICATOR_BATCH_DURATION, FLOW, suffix='_bucket')})"
+        buckets = (f"sum by (flow, le) "
+                   f"({rate(m.REPLICATOR_BATCH_DURATION, FLOW, window=BATCH_WINDOW, suffix='_bucket')})")
         return f"histogram_quantile({q}, {buckets})"
 
     return [Query(quantile(0.5), "{{flow}} p50"), Query(quantile(0.99), "{{flow}} p99"),
@@ -285,7 +291,7 @@ def replicator_partitions() -> Query:
 
 
 def replicator_writes() -> list[Query]:
-    return [Query(rate(m.REPLICATOR_BATCHES, FLOW), "{{flow}} batches/s"),
+    return [Query(rate(m.REPLICATOR_BATCHES, FLOW, window=BATCH_WINDOW), "{{flow}} batches/s"),
             Query(rate(m.REPLICATOR_OFFSET_SYNCS, FLOW), "{{flow}} offset-syncs written/s"),
             Query(rate(m.REPLICATOR_HEARTBEATS_SENT, FLOW), "{{flow}} heartbeats written/s")]
 

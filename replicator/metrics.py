@@ -146,10 +146,13 @@ class ReplicatorMetrics:
 
 
     def started(self, flow: str, partitions: int) -> None:
-        """The flow's query runs: its partitions, and its loss counter exported at 0 from now on, so
-        that the first loss is an increase Prometheus sees (a series born above 0 is not one)."""
+        """The flow's query runs: its partitions, and its loss and batch series exported at 0 from now
+        on, so that the first loss or batch is an increase Prometheus sees (a series born above 0 is
+        not one) and the batch panels have data before the first real-time checkpoint, a minute in."""
         self.partitions.labels(flow).set(partitions)
         self.records_lost.labels(flow)
+        self.batches.labels(flow)
+        self.batch_duration.labels(flow)
 
     def catchup(self, flow: str, backlog: int, eta: float | None) -> None:
         self.backlog.labels(flow).set(backlog)

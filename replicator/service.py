@@ -146,7 +146,7 @@ class ReplicatorService(LiveControl):
 
         spark = getattr(self.app, "spark", None)
         local = spark is None or str(spark.sparkContext.master).startswith("local")  # no JVM call
-        return stop_grace(self.settings.data_path != MICRO_BATCH, self.settings.real_time_checkpoint_interval,
+        return stop_grace(self.settings.data_path != MICRO_BATCH, self.settings.checkpoint_interval(local),
                           local=local)
 
     def _install_signal_handlers(self) -> None:

@@ -27,6 +27,14 @@ DATA_PATHS = (AUTO, REAL_TIME, MICRO_BATCH)
 SOURCES = ("direct", "kafka")
 #: Spark's real-time mode runs no shorter batch.
 MIN_CHECKPOINT_INTERVAL_S = 5.0
+#: The real-time checkpoint interval unless one is given. Each boundary pauses the copy for a
+#: few tenths of a second; one a minute keeps that pause out of the p99 at the loads flows run
+#: (bench/NOTES.md, "Latency against load") and replays no more after a kill -9 than MM2's
+#: offset.flush.interval.ms. In local mode a clean stop resumes at the acknowledged positions
+#: whatever the interval; on a Spark cluster it waits for the next boundary, which must come
+#: within Kubernetes' default 30-s grace.
+LOCAL_CHECKPOINT_INTERVAL_S = 60.0
+CLUSTER_CHECKPOINT_INTERVAL_S = 25.0
 MAX_SHARDS = 16
 
 
@@ -104,12 +112,13 @@ class ReplicatorSettings:
               "trigger, one task per core; 'real-time' — real time from the start; the log says which "
               "path each flow takes and why",
         option="--data-path", cli={"choices": DATA_PATHS})
-    real_time_checkpoint_interval: float = _setting(
-        5.0, "how often a real-time query checkpoints its source offsets (default 5, the least Spark "
-             "allows). Records are copied as they arrive whatever it is; each checkpoint pauses the "
-             "copy for a moment and costs CPU, so a longer interval uses less CPU, while a kill -9 "
-             "copies again up to that many seconds of records (a clean stop resumes exactly where the "
-             "target acknowledged; on a cluster it waits up to that long for the next checkpoint)",
+    real_time_checkpoint_interval: float | None = _setting(
+        None, "how often a real-time query checkpoints its source offsets, in seconds (at least 5; default "
+              "60 in local mode, 25 on a Spark cluster). Records are copied as they arrive whatever it is; "
+              "each checkpoint pauses the copy for a few tenths of a second, so a longer interval has a "
+              "shorter tail, while a kill -9 copies again up to that many seconds of records (a clean "
+              "stop resumes exactly where the target acknowledged; on a cluster it waits up to that long "
+              "for the next checkpoint)",
         option="--real-time-checkpoint-interval", parse=_checkpoint_interval,
         example="--real-time-checkpoint-interval 30", cli={"type": float, "metavar": "SECONDS"})
     real_time_shards: int = _setting(
@@ -185,10 +194,15 @@ class ReplicatorSettings:
         """The defaults with this table's environment variables (for commands without the options)."""
         return cls.from_args(None, environ)
 
-    @property
-    def real_time_trigger(self) -> str:
+    def checkpoint_interval(self, local: bool) -> float:
+        """The real-time checkpoint interval of a run in local mode (``local``) or on a cluster."""
+        if self.real_time_checkpoint_interval is not None:
+            return float(self.real_time_checkpoint_interval)
+        return LOCAL_CHECKPOINT_INTERVAL_S if local else CLUSTER_CHECKPOINT_INTERVAL_S
+
+    def real_time_trigger(self, local: bool) -> str:
         """The interval as Spark's real-time trigger takes it."""
-        return f"{self.real_time_checkpoint_interval:g} seconds"
+        return f"{self.checkpoint_interval(local):g} seconds"
 
 
 def _name(f) -> str:

@@ -103,7 +103,7 @@ class MicroBatchRunner:
         if q is None:
             return
         self.ctx.stop_flag.touch()
-        deadline = time.monotonic() + stop_grace(False, self.ctx.settings.real_time_checkpoint_interval, local=False)
+        deadline = time.monotonic() + stop_grace(False, self.ctx.settings.checkpoint_interval(False), local=False)
         while time.monotonic() < deadline:
             try:
                 if not q.isActive or not q.status.get("isTriggerActive"):

@@ -41,18 +41,32 @@ def _progress_batch(query) -> int | None:
     return progress.get("batchId") if progress else None
 
 
+def checkpoint_interval(ctx: RunnerContext) -> float:
+    """The flow's real-time checkpoint interval: its setting, else the default of local mode or
+    of a cluster (replicator.settings)."""
+    master = getattr(getattr(ctx.spark, "sparkContext", None), "master", None)
+    return ctx.settings.checkpoint_interval(master is None or str(master).startswith("local"))
+
+
+#: How often the progress line comes in local mode, where the writers' counters are read every
+#: half second: independent of the checkpoint interval, which may be a minute.
+PROGRESS_S = 10.0
+
+
 class RealTimeProgress:
     """What the real-time writers copied since the last look, folded into the flow's stats and metrics.
 
     In local mode the writers share the driver's JVM and report records, bytes, offset-syncs
-    and latency every half second; on a cluster only Spark's per-batch progress (input rows)
-    reaches the driver. A batch ends every checkpoint interval once its writers have every
-    record acknowledged; one that runs far longer, or a copy that stops, is reported with what
-    it waits for.
+    and latency every half second, and a progress line comes every PROGRESS_S whatever the
+    checkpoint interval; on a cluster only Spark's per-batch progress (input rows) reaches the
+    driver, so the line comes at each batch's end. A batch ends every checkpoint interval once
+    its writers have every record acknowledged; one that runs far longer, or a copy that stops,
+    is reported with what it waits for.
     """
 
     def __init__(self, ctx: RunnerContext, counters: realtime.Counters, mirrors: list[str]) -> None:
         self.ctx, self.counters, self.mirrors = ctx, counters, mirrors
+        self.interval = checkpoint_interval(ctx)
         self._slow_reported_at = 0.0
         self._lock = threading.Lock()  # the supervisor and a stop both fold
         self.begin()
@@ -60,7 +74,8 @@ class RealTimeProgress:
     def begin(self) -> None:
         """The queries start now: no batch seen yet."""
         self.last_batch: int | None = None
-        self.batch_started = self.copied_at = time.monotonic()  # the running batch began; records last copied
+        # the running batch began; records last copied; the window of the next progress line began
+        self.batch_started = self.copied_at = self.window_started = time.monotonic()
 
     def poll(self, query) -> None:
         with self._lock:
@@ -74,6 +89,8 @@ class RealTimeProgress:
             self._fold(progress if new_batch else None)
             if new_batch:
                 self._batch_ended(batch_id, progress)
+            elif self.counters.available and time.monotonic() - self.window_started >= PROGRESS_S:
+                self._report(time.monotonic() - self.window_started)
         self._watch()
 
     def _fold(self, new_batch_progress) -> None:
@@ -106,21 +123,32 @@ class RealTimeProgress:
             st.batches += 1
             metrics().batch_done(name, seconds)
             self.ctx.backoff.reset()
-            r, b, s, lat = st.rt_window
-            if r:
-                log.info("flow %s real-time batch %d: %d records, %.1f MB, %.0f records/s over %.1f s, max "
-                         "source->target latency %.2f s, %d offset-syncs", name, self.last_batch, r,
-                         b / 1e6, r / seconds if seconds else 0.0, seconds, lat / 1000, s)
+            if self.counters.available:
+                log.info("flow %s real-time batch %d checkpointed after %.1f s", name, self.last_batch, seconds)
+            else:
+                self._report(seconds, f" batch {self.last_batch}")
         st.rt_window = [0, 0, 0, 0]
+        self.window_started = time.monotonic()
         self.last_batch = batch_id
         self.batch_started = time.monotonic()
+
+    def _report(self, seconds: float, batch: str = "") -> None:
+        """The progress line of what was copied since the last one (nothing when nothing was)."""
+        st = self.ctx.stats
+        r, b, s, lat = st.rt_window
+        if r:
+            log.info("flow %s real-time%s: %d records, %.1f MB, %.0f records/s over %.1f s, max source->target "
+                     "latency %.2f s, %d offset-syncs", self.ctx.name, batch, r, b / 1e6,
+                     r / seconds if seconds else 0.0, seconds, lat / 1000, s)
+        st.rt_window = [0, 0, 0, 0]
+        self.window_started = time.monotonic()
 
     def _watch(self) -> None:
         """Say what a batch waits for when it runs far past its checkpoint interval, as for
         micro-batches; and, since batches keep ending on time while the source is away (the reader
         finds nothing new), look whether a cluster is down when nothing was copied for a while."""
         now = time.monotonic()
-        if now - self.batch_started >= self.ctx.settings.real_time_checkpoint_interval + SLOW_BATCH_S \
+        if now - self.batch_started >= self.interval + SLOW_BATCH_S \
                 and now - self._slow_reported_at >= SLOW_BATCH_S:
             self._slow_reported_at = now
             self.ctx.probe.report_slow_batch(0 if self.last_batch is None else self.last_batch + 1,
@@ -147,6 +175,7 @@ class RealTimeRunner:
         self._handover: dict | None = None  # where the queries start instead of their checkpoints
         self._started_at: dict[str, dict[str, int]] = {}  # the queries' startingOffsets
         self.counters = realtime.Counters(ctx.spark, ctx.name)
+        self.interval = checkpoint_interval(ctx)
         self.progress = RealTimeProgress(ctx, self.counters, [ctx.mirror(t) for t in self.assignment])
 
     @property
@@ -175,14 +204,14 @@ class RealTimeRunner:
         self.progress.begin()
         self.query = self._start_shards(shards, starting, writer)
         metrics().started(ctx.name, self.partitions)
-        interval = ctx.settings.real_time_checkpoint_interval
+        interval = self.interval
         spread = ("" if len(shards) == 1 else
                   f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards), interval):.1f} s apart")
         fetch = realtime.source_options(ctx.source_options)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
                  "checkpoint every %s, source fetches of fetch.min.bytes %s or fetch.max.wait.ms %s), checkpoint %s",
                  ctx.name, len(self.assignment), self.partitions, ctx.flow.target, spread,
-                 ctx.settings.real_time_trigger, fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"],
+                 f"{interval:g} seconds", fetch["kafka.fetch.min.bytes"], fetch["kafka.fetch.max.wait.ms"],
                  self.ckpt)
 
     def _writer_settings(self) -> dict:
@@ -205,11 +234,11 @@ class RealTimeRunner:
         return dict(target=ctx.flow.target, producer_config=producer_conf,
                     syncs_producer_config=ctx.offset_syncs.java_producer_config(), syncs_topic=ctx.offset_syncs.topic,
                     topic_map=topic_map, offset_lag_max=ctx.flow.offset_lag_max,
-                    trigger=ctx.settings.real_time_trigger, max_message_bytes=limits)
+                    trigger=f"{self.interval:g} seconds", max_message_bytes=limits)
 
     def _start_shards(self, shards: list[dict[str, list[int]]], starting: str, writer: dict) -> realtime.ShardedQuery:
         ctx = self.ctx
-        stagger = realtime.stagger_seconds(len(shards), ctx.settings.real_time_checkpoint_interval)
+        stagger = realtime.stagger_seconds(len(shards), self.interval)
         queries = []
         began = time.monotonic()
         try:
@@ -304,7 +333,7 @@ class RealTimeRunner:
 
         ctx = self.ctx
         shards = q.queries
-        grace = stop_grace(True, ctx.settings.real_time_checkpoint_interval, local=False)
+        grace = stop_grace(True, self.interval, local=False)
         deadline = time.monotonic() + grace
         waiting = [(sq, _progress_batch(sq)) for sq in shards]
         run_ids = _run_ids(q) or []
@@ -341,7 +370,7 @@ class RealTimeRunner:
                      "s): the records they copied since %s will be copied again on restart (duplicates, never "
                      "loss)", ctx.name, len(late), len(shards), grace, ", ".join(late))
         # their tasks run to the end of their batch; a new query's start or Spark's stop waits
-        deadline = time.monotonic() + ctx.settings.real_time_checkpoint_interval + 2
+        deadline = time.monotonic() + self.interval + 2
         for run_id in run_ids:
             wait_jobs_done(ctx.spark, run_id, max(0.1, deadline - time.monotonic()))
         if not closing:

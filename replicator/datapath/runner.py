@@ -113,7 +113,7 @@ class FlowStats:
     started_at: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)
     rt_seen: tuple = (0, 0, 0)  # the real-time writers' totals (records, bytes, syncs) last folded in
-    rt_window: list = field(default_factory=lambda: [0, 0, 0, 0])  # since the last real-time batch boundary
+    rt_window: list = field(default_factory=lambda: [0, 0, 0, 0])  # since the last real-time progress line
 
     def summary(self, name: str) -> str:
         elapsed = max(time.time() - self.started_at, 1e-9)

@@ -126,7 +126,10 @@ def replication(kafka_clusters, tmp_path_factory):
     config = write_config(work / "mm2.properties", primary, dr, {
         "primary->dr.topics": f".*-{u}", "offset.lag.max": "10",
         "dr.producer.message.max.bytes": str(BIG)})
-    rep = Replicator(config, work / "checkpoints", work / "replicator.log").start()
+    # checkpoints every 5 s, so that the batch metrics show a committed batch within the test's
+    # time; the default minute is run by test_clean_stop, test_json_logs and test_alerting_e2e
+    rep = Replicator(config, work / "checkpoints", work / "replicator.log",
+                     extra_args=["--real-time-checkpoint-interval", "5"]).start()
     try:
         yield {"u": u, "primary": primary, "dr": dr, "topics": topics, "sent": sent, "txn": txn,
                "committed": committed, "compact": compact, "rep": rep, "work": work}
@@ -299,11 +302,18 @@ def test_progress_lines_and_sigterm(replication):
     r = replication
     rep = r["rep"]
     rep.wait_for_log("records/s", timeout=60)
-    # the same figures, for Prometheus and the monitor, on the driver
-    text = rep.metrics_text()
-    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
-               if line.startswith("sparkmirror_replicator_") and " " in line}
+    # the same figures, for Prometheus and the monitor, on the driver, once the first batch committed
     flow = 'flow="primary->dr"'
+    deadline = time.monotonic() + 120
+    while True:
+        text = rep.metrics_text()
+        samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                   if line.startswith("sparkmirror_replicator_") and " " in line}
+        if samples.get(f"sparkmirror_replicator_batches_total{{{flow}}}", 0) >= 1 \
+                and samples[f"sparkmirror_replicator_records_total{{{flow}}}"] >= sum(r["sent"].values()) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert samples[f"sparkmirror_replicator_records_total{{{flow}}}"] >= sum(r["sent"].values())
     assert samples[f"sparkmirror_replicator_batches_total{{{flow}}}"] >= 1
     assert samples[f"sparkmirror_replicator_batch_duration_seconds_count{{{flow}}}"] >= 1

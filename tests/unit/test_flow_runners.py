@@ -355,6 +355,28 @@ def test_real_time_progress_folds_the_writers_counters_and_counts_batches(tmp_pa
     assert ctx.backoff.delay == RESTART_BACKOFF_S[0] and ctx.stats.rt_window == [0, 0, 0, 0]
 
 
+def test_real_time_progress_lines_come_every_few_seconds_whatever_the_checkpoint_interval(tmp_path, caplog):
+    from replicator.datapath import rtrunner
+
+    ctx = context(tmp_path)
+    counters = FakeCounters()
+    progress = RealTimeProgress(ctx, counters, ["a.t"])
+    q = FakeQuery(batch=0)
+    progress.poll(q)
+    caplog.set_level("INFO", logger="sparkmirror.replicate")
+    counters.totals = (300, 3000, 3, 25)
+    progress.poll(q)
+    assert "records/s" not in caplog.text  # not yet: the line's window is a few seconds
+    progress.window_started -= rtrunner.PROGRESS_S
+    progress.poll(q)  # no batch ended (a minute-long checkpoint interval): the line comes anyway
+    assert "flow a->b real-time: 300 records" in caplog.text and "records/s over 10." in caplog.text
+    assert ctx.stats.rt_window == [0, 0, 0, 0] and ctx.stats.batches == 0
+    caplog.clear()
+    q.lastProgress = {"batchId": 1, "durationMs": {"triggerExecution": 60000}}
+    progress.poll(q)
+    assert "batch 0 checkpointed after 60.0 s" in caplog.text and "records/s" not in caplog.text
+
+
 def test_real_time_progress_on_a_cluster_counts_each_batchs_input_rows(tmp_path):
     ctx = context(tmp_path)
     progress = RealTimeProgress(ctx, FakeCounters(available=False), ["a.t"])

@@ -31,14 +31,17 @@ def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
 
 def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary():
     default = ReplicatorSettings()
-    assert realtime.stop_wait_seconds(10.0, default.real_time_checkpoint_interval) == \
-        max(10.0, default.real_time_checkpoint_interval + 2)
+    # a boundary a minute in local mode; on a cluster, where a clean stop waits for the next
+    # boundary, one that comes within Kubernetes' 30-s grace
+    assert default.real_time_trigger(local=True) == "60 seconds"
+    assert default.real_time_trigger(local=False) == "25 seconds"
+    assert realtime.stop_wait_seconds(10.0, default.checkpoint_interval(False)) == 27.0 < 30
     thirty = ReplicatorSettings(real_time_checkpoint_interval=30)
-    assert thirty.real_time_trigger == "30 seconds"
+    assert thirty.real_time_trigger(local=True) == thirty.real_time_trigger(local=False) == "30 seconds"
     # a 30-s interval: the stop waits long enough for the next boundary, not only 10 s
-    assert realtime.stop_wait_seconds(10.0, thirty.real_time_checkpoint_interval) == 32.0
+    assert realtime.stop_wait_seconds(10.0, thirty.checkpoint_interval(False)) == 32.0
     seven = ReplicatorSettings(real_time_checkpoint_interval=7.5)
-    assert seven.real_time_trigger == "7.5 seconds" and realtime.stop_wait_seconds(10.0, 7.5) == 10.0
+    assert seven.real_time_trigger(local=False) == "7.5 seconds" and realtime.stop_wait_seconds(10.0, 7.5) == 10.0
 
 
 @pytest.mark.parametrize("field, value, flag", [
