@@ -1,7 +1,7 @@
 """The audit's cost and speed: read rate, the brokers' CPU with and without it, time to cover a backlog.
 
     python -m bench.audit                                  # 100 partitions, 200 MB backlog, 60 s each phase
-    python -m bench.audit --partitions 10000 --backlog-mb 1024 --seconds 120
+    python -m bench.audit --partitions 10000 --backlog-mb 1024 --seconds 60 --pairs 3 --heap 2g
 
 Starts two fresh single-node KRaft clusters, creates ``--partitions`` source partitions
 (topics of 100) and their mirror partitions, and writes the same records into both (a
@@ -56,15 +56,19 @@ VALUE = 1000
 
 def _fill(primary: str, dr: str, topics: list[str], partitions_per_topic: int, records: int, syncs: str) -> None:
     now = int(time.time() * 1000)
-    # idempotent: a retried request must not reorder or repeat records on one side only
+    # Idempotent: a retried request must not reorder or repeat records on one side only.
+    # One partition at a time, so that a produce request carries full batches of a few
+    # partitions (one record for each of 10,000 partitions per request timed the brokers out).
+    slow = {"request.timeout.ms": 120000, "message.timeout.ms": 900000}
     src = Producer({"bootstrap.servers": primary, "linger.ms": 50, "batch.size": 1 << 20,
-                    "compression.type": "none", "enable.idempotence": True})
-    tgt = Producer({"bootstrap.servers": dr, "linger.ms": 50, "batch.size": 1 << 20, "enable.idempotence": True})
-    sync = Producer({"bootstrap.servers": primary, "linger.ms": 50})
+                    "compression.type": "none", "enable.idempotence": True, **slow})
+    tgt = Producer({"bootstrap.servers": dr, "linger.ms": 50, "batch.size": 1 << 20, "enable.idempotence": True,
+                    **slow})
+    sync = Producer({"bootstrap.servers": primary, "linger.ms": 50, **slow})
     per = max(1, records // (len(topics) * partitions_per_topic))
-    for i in range(per):
-        for topic in topics:
-            for p in range(partitions_per_topic):
+    for topic in topics:
+        for p in range(partitions_per_topic):
+            for i in range(per):
                 value = (b"%s-%d-%d-" % (topic.encode(), p, i)).ljust(VALUE, b"x")
                 for producer, name in ((src, topic), (tgt, f"src.{topic}")):
                     while True:
@@ -76,9 +80,10 @@ def _fill(primary: str, dr: str, topics: list[str], partitions_per_topic: int, r
                 if i % 100 == 0 or i == per - 1:
                     s = OffsetSync(topic, p, i, i)
                     sync.produce(syncs, s.encode_value(), key=s.encode_key(), partition=0)
-        src.poll(0)
-        tgt.poll(0)
-        sync.poll(0)
+            src.poll(0)
+            tgt.poll(0)
+            sync.poll(0)
+        print(f"filled {topic} ({per} records in each of its {partitions_per_topic} partitions)", flush=True)
     for producer in (src, tgt, sync):
         producer.flush(300)
     return per
@@ -137,12 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog-mb", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="bytes/s per cluster")
+    parser.add_argument("--heap", default=None, help="each broker's -Xmx (default: the fixtures'; 2g for "
+                        "10,000 partitions)")
     parser.add_argument("--pairs", type=int, default=2, help="idle and audited phases, alternating")
     parser.add_argument("--fetch-kb", type=int, default=None, help="max.partition.fetch.bytes of the content "
                         "reads, KiB (default: the reader's own)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
-    pair = cluster_pair(work / "kafka")
+    pair = cluster_pair(work / "kafka", heap=args.heap)
     clusters = next(pair)
     try:
         primary, dr = clusters.primary.bootstrap, clusters.dr.bootstrap

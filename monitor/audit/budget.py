@@ -102,6 +102,13 @@ class ContentOrder:
         self._turn = 0
         self._newest: dict = {}
 
+    def peek(self, keys: list) -> tuple[object, bool] | None:
+        """What ``next`` returns, without taking the turn."""
+        if not keys:
+            return None
+        key = keys[self._turn % len(keys)]
+        return key, self._newest.get(key, True)
+
     def next(self, keys: list) -> tuple[object, bool] | None:
         if not keys:
             return None

@@ -17,15 +17,17 @@ what that replicator should have written.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from monitor.audit import persist
-from monitor.audit.book import PartitionBook, Segment, Window
+from monitor.audit.book import PartitionBook, Window
 from monitor.audit.digest import compare_times
-from monitor.audit.budget import DEFAULT_BUDGET, ContentOrder, ReadBudget, flow_budgets
+from monitor.audit.budget import DEFAULT_BUDGET, ReadBudget, flow_budgets
+from monitor.audit.content import ContentChecks
 from monitor.audit.findings import Finding, Tally
 from monitor.audit.reader import ClusterReader
 from monitor.audit.reconcile import (DUPLICATED, FOREIGN, MISMATCHED, MISSING, Difference, by_key, paired, reconcile,
@@ -35,6 +37,12 @@ from monitor.options import AUDIT_REPLICATORS
 log = logging.getLogger(__name__)
 
 REPLICATORS = AUDIT_REPLICATORS
+#: Every partition's log starts are asked for at least this often (seconds). At thousands of
+#: partitions a round asks only for a share: each ListOffsets request costs the brokers, and
+#: 10,000 partitions every round were 40 requests per cluster every few seconds.
+LOG_START_REFRESH_S = 30
+#: partitions per ListOffsets request (ClusterReader.log_starts)
+LOG_STARTS_PER_REQUEST = 250
 #: target records read as one window at most (irregular windows in a row are merged up to it)
 MAX_WINDOW = 5000
 
@@ -107,16 +115,19 @@ class AuditEngine:
         self.settings = settings
         self.clock = clock
         self.budgets = flow_budgets(flow.source, flow.target, settings.budget, budgets)  # per cluster, shared
-        self.order = ContentOrder()
         self.books: dict[tuple[str, int], PartitionBook] = {}
         self.tally = Tally()
         self.sync_positions: dict[int, int] = {}
         self.target_starts: dict[tuple[str, int], int] = {}
         self.compacted: dict[str, bool] = {}
         self.rounds = 0
+        self._log_start_turn = 0
+        self._log_starts_at: float | None = None  # when the last round asked (the first asks for all)
         self.undecodable_syncs = 0
         self.progress = Progress()
         self._restore()
+        self.content = ContentChecks(readers, self.budgets, self.tally, flow.remote, self._is_compacted,
+                                     settings.chunk, clock)
 
     # --- state ----------------------------------------------------------------------
     def _restore(self) -> None:
@@ -151,7 +162,7 @@ class AuditEngine:
         """Everything at once: every irregular window, then every unchecked stretch (the command)."""
         self.progress.total = sum(len(b.pending) for b in self.books.values()) + sum(
             b.unchecked_records() for b in self.books.values())
-        self.check_log_starts(self.clock())
+        self.check_log_starts(self.clock(), every=True)
         self.check_losses(self.clock(), hold_newest=False)
         self.check_content(None)
 
@@ -205,10 +216,18 @@ class AuditEngine:
             self.compacted.update(self.readers.source.compacted([topic]))
         return self.compacted.get(topic, False)
 
-    def check_log_starts(self, now: float) -> None:
+    def check_log_starts(self, now: float, every: bool = False) -> None:
+        """Where the partitions' logs start on both sides. A round asks for a share of the partitions,
+        each in turn, so that each is asked at least every LOG_START_REFRESH_S (``every``: all now)."""
         books = list(self.books.values())
         if not books:
             return
+        since, self._log_starts_at = now - (self._log_starts_at or 0.0), now
+        share = max(LOG_STARTS_PER_REQUEST, math.ceil(len(books) * since / LOG_START_REFRESH_S))
+        if not every and share < len(books):
+            first = self._log_start_turn % len(books)
+            self._log_start_turn = first + share
+            books = (books[first:] + books[:first])[:share]
         src = self.readers.source.log_starts([(b.topic, b.partition) for b in books])
         remote = {(b.topic, b.partition): (self.flow.remote(b.topic), b.partition) for b in books}
         tgt_by_remote = self.readers.target.log_starts(list(remote.values()))
@@ -341,38 +360,7 @@ class AuditEngine:
         self.tally.loss_checked(max(w.u_b - w.u_a, 0), now)
 
     def check_content(self, deadline: float | None) -> None:
-        chunk = self.settings.chunk
-        while deadline is None or time.monotonic() < deadline:
-            if not (self.budgets["source"].available() and self.budgets["target"].available()):
-                return
-            keys = [k for k, b in self.books.items() if b.unchecked]
-            picked = self.order.next(keys)
-            if picked is None:
-                return
-            key, newest = picked
-            b = self.books[key]
-            seg = b.take_newest(chunk) if newest else b.take_oldest(chunk)
-            self._segment(b, seg, self.clock())
-            self.progress.add(seg.n)
-
-    def _segment(self, b: PartitionBook, seg: Segment, now: float) -> None:
-        remote = self.flow.remote(b.topic)
-        s = self.readers.source.read(b.topic, b.partition, seg.u, seg.u + seg.n, bulk=True)
-        t = self.readers.target.read(remote, b.partition, seg.d, seg.d + seg.n, bulk=True)
-        self.budgets["source"].spend(s.cost)
-        self.budgets["target"].spend(t.cost)
-        cut = max(s.log_start - seg.u, t.log_start - seg.d, 0)
-        if cut:  # one-to-one: the same count of records is gone from the front of both
-            if s.log_start - seg.u >= t.log_start - seg.d:
-                self.tally.counts[b.topic]["expired"] += min(cut, seg.n)
-            src = [r for r in s.records if r.offset >= seg.u + cut]
-            tgt = [r for r in t.records if r.offset >= seg.d + cut]
-        else:
-            src, tgt = s.records, t.records
-        outcome = paired(src, tgt, seg.d - seg.u) if self._is_compacted(b.topic) else reconcile(src, tgt)
-        self.tally.verified(b.topic, outcome.verified, now)
-        for d in outcome.differences:
-            self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, 1, d.detail, now))
+        self.content.check(self.books, deadline, self.progress.add)
 
     # --- what the exporters read ---------------------------------------------------------
     def snapshot(self) -> dict:

@@ -30,6 +30,10 @@ from sparkmirror.model.records import OffsetSync
 FETCH_BYTES = 64 * 1024
 #: the same for content stretches (500 records of 1 KB in one fetch): bench/NOTES.md, "The audit"
 BULK_FETCH_BYTES = 512 * 1024
+#: what one ``read_many`` is meant to bring (content.py fills its batches to it). The bulk
+#: consumer's queue stays at one fetch: a queue of a whole batch prefetched past the ranges' ends,
+#: four times the fetches at 10,000 partitions (bench/NOTES.md, "The audit")
+BATCH_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -174,6 +178,72 @@ class ClusterReader:
         finally:
             consumer.unassign()
         return Read(records, cost, low, end)
+
+    def read_many(self, ranges: list[tuple[str, int, int, int]]) -> list[Read]:
+        """Content stretches of several partitions, (topic, partition, lo, hi) each, read together
+        through the bulk consumer, so that one fetch carries them all; a Read per range, in order.
+        A range that begins below its log start is read again on its own (``read``)."""
+        if len(ranges) == 1:
+            t, p, lo, hi = ranges[0]
+            return [self.read(t, p, lo, hi, bulk=True)]
+        if self._bulk is None:
+            self._bulk = self._new_consumer(self.bulk_fetch_bytes)
+        consumer = self._bulk
+        key = {(t, p): i for i, (t, p, _, _) in enumerate(ranges)}
+        if len(key) < len(ranges):
+            raise ValueError("one range per partition")
+        reads = [Read([], 0, lo, hi) for _, _, lo, hi in ranges]
+        open_ = {i for i, (_, _, lo, hi) in enumerate(ranges) if lo < hi}
+        again: list[int] = []
+        paused: list[TopicPartition] = []
+        for i in set(range(len(ranges))) - open_:
+            reads[i].end = reads[i].log_start
+        consumer.assign([TopicPartition(t, p, lo) for i, (t, p, lo, _) in enumerate(ranges) if i in open_])
+        deadline = time.monotonic() + self.timeout * 3
+        try:
+            while open_:
+                if time.monotonic() > deadline:
+                    t, p, lo, hi = ranges[min(open_)]
+                    raise TimeoutError(f"reading {len(open_)} ranges, {t}[{p}] {lo}..{hi} among them, on {self.alias}")
+                closed: set[int] = set()
+                for m in consumer.consume(1000, timeout=0.5):
+                    i = key.get((m.topic(), m.partition()))
+                    if i is None or i not in open_ or i in closed:
+                        continue
+                    err, r, hi = m.error(), reads[i], ranges[i][3]
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            r.end = min(hi, max(m.offset(), r.log_start))
+                            closed.add(i)
+                        elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                            again.append(i)
+                            closed.add(i)
+                        elif err.code() not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                            raise KafkaException(err)
+                        continue
+                    offset = m.offset()
+                    sn = seen(offset, m.key(), m.value(), m.headers(), *m.timestamp())
+                    r.cost += sn.size
+                    if offset < hi:
+                        r.records.append(sn)
+                    if offset >= hi - 1:
+                        closed.add(i)
+                still = sorted(open_ - closed)
+                if still:  # read_committed: markers or aborted records closed a range
+                    tps = consumer.position([TopicPartition(*ranges[i][:2]) for i in still])
+                    closed.update(i for i, tp in zip(still, tps) if tp.offset >= ranges[i][3])
+                if closed:
+                    done = [TopicPartition(*ranges[i][:2]) for i in closed]
+                    consumer.pause(done)  # no more fetches of a range that is done
+                    paused += done
+                    open_ -= closed
+        finally:
+            if paused:  # a pause outlives unassign: the partition's next read would get nothing
+                consumer.resume(paused)
+            consumer.unassign()
+        for i in again:
+            reads[i] = self.read(*ranges[i], bulk=True)
+        return reads
 
     def read_syncs(self, topic: str, positions: dict[int, int]) -> tuple[list[OffsetSync], dict[int, int], int]:
         """Every offset-sync after ``positions`` (partition -> next offset) up to the end;

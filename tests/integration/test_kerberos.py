@@ -22,7 +22,7 @@ from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
-from tests.support.secured import wait_for_records
+from tests.support.secured import caught_up, wait_for_records
 
 pytestmark = pytest.mark.kafka
 
@@ -122,13 +122,7 @@ def test_replicate_and_monitor_over_kerberos_across_ticket_lifetimes(kerberos_cl
         assert newest(wait_for_records(dr, "primary.checkpoints.internal", Checkpoint,
                                        lambda cps: newest(cps) == exact, 60)) == exact
 
-        def caught_up(status):
-            flow = status["flows"][0]
-            topic = next((t for t in flow["topics"] if t["topic"] == TOPIC), None)
-            return (topic is not None and topic["lag_records"] == 0 and flow["heartbeat"]["received_total"] > 0
-                    and flow["offset_sync"]["received_total"] > 0 and flow)
-
-        monitor.wait_for(caught_up, 60, f"primary->dr: {TOPIC} at lag 0 with heartbeats and offset-syncs")
+        monitor.wait_for(caught_up(TOPIC), 60, f"primary->dr: {TOPIC} at lag 0 with heartbeats and offset-syncs")
         assert {c["alias"]: c["up"] for c in monitor.status()["clusters"]} == {"primary": True, "dr": True}
         log = replicator.log()
         assert "real-time" in log  # the Java side (Spark's source and the writer) copied too
@@ -160,8 +154,9 @@ def test_a_keytab_the_kdc_no_longer_accepts_is_a_clear_error(kerberos_clusters, 
     produce(clusters.primary.bootstrap, f"stale{len(stale_on)}", [{"value": b"x"}])
     env = dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g", **kerberos_env(clusters, gssapi_client, tmp_path / "cc"))
     started = time.monotonic()
-    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), "--data-path", "real-time",
-                   timeout=240, env=env)
+    # no metrics port: the two variants may run at once in the suite's two workers
+    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), "--metrics-listen", "off",
+                   "--data-path", "real-time", timeout=240, env=env)
     took = time.monotonic() - started
     out = done.stdout + done.stderr
     print(f"stale keytab on {stale_on}: exit {done.returncode} after {took:.1f}s: {out.strip().splitlines()[-2:]}")

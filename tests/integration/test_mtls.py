@@ -22,7 +22,7 @@ from tests.support.cli import run_cli
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.prometheus import MonitorProcess
 from tests.support.replicator import Replicator, write_config
-from tests.support.secured import files_under, leaks, topic_exists, wait_for_records
+from tests.support.secured import caught_up, files_under, leaks, topic_exists, wait_for_records
 
 pytestmark = pytest.mark.kafka
 
@@ -93,13 +93,7 @@ def test_replicate_and_monitor_over_mutual_tls(mtls_clusters, tmp_path):
         beats = wait_for_records(dr, "primary.heartbeats", Heartbeat, bool, 30)
         assert {(h.source, h.target) for h in beats} == {("dr", "primary")}
 
-        def caught_up(status):
-            flow = status["flows"][0]
-            topic = next((t for t in flow["topics"] if t["topic"] == TOPIC), None)
-            return (topic is not None and topic["lag_records"] == 0 and flow["heartbeat"]["received_total"] > 0
-                    and flow["offset_sync"]["received_total"] > 0 and flow)
-
-        monitor.wait_for(caught_up, 60, f"primary->dr: {TOPIC} at lag 0 with heartbeats and offset-syncs")
+        monitor.wait_for(caught_up(TOPIC), 60, f"primary->dr: {TOPIC} at lag 0 with heartbeats and offset-syncs")
         assert {c["alias"]: c["up"] for c in monitor.status()["clusters"]} == {"primary": True, "dr": True}
         outputs["monitor /api/status"] = str(monitor.status())
         outputs["replicator /metrics"] = replicator.metrics_text()
@@ -121,8 +115,8 @@ def test_a_certificate_the_cluster_does_not_trust_is_a_clear_error_naming_the_cl
                         **clusters.dr.mtls.mm2_properties("dr", certificate=stranger))
     create_topic(clusters.primary.bootstrap, "untrusted", 1, **clusters.primary.client_config())
     started = time.monotonic()
-    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), timeout=240,
-                   env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
+    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), "--metrics-listen", "off",
+                   timeout=240, env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
     took = time.monotonic() - started
     out = done.stdout + done.stderr
     print(f"untrusted certificate: exit {done.returncode} after {took:.1f}s: {out.strip().splitlines()[-1:]}")

@@ -205,8 +205,8 @@ def test_wrong_password_is_a_clear_error_naming_the_cluster_and_showing_no_secre
     secrets = {**secrets_of(clusters, client_key), "the wrong password": wrong}
     create_topic(clusters.primary.bootstrap, "wrongpw", 1, **clusters.primary.client_config("mirror"))
     started = time.monotonic()
-    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), timeout=240,
-                   env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
+    done = run_cli("replicate", str(config), "--checkpoint-dir", str(tmp_path / "ck"), "--metrics-listen", "off",
+                   timeout=240, env=dict(os.environ, SPARKMIRROR_DRIVER_MEMORY="1g"))
     took = time.monotonic() - started
     out = done.stdout + done.stderr
     print(f"wrong password: exit {done.returncode} after {took:.1f}s: {out.strip().splitlines()[-1:]}")

@@ -21,14 +21,15 @@ class TestClusters:
         return {"primary": self.primary, "dr": self.dr}[name]
 
 
-def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False, kdc=None):
+def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False, kdc=None, heap: str | None = None):
     """Start `primary` and `dr` in parallel under ``base``; a generator that stops them.
 
     With ``sasl_ssl`` each cluster gets its own test CA and SCRAM users (see
     devenv.security) and accepts clients on SASL_SSL only; with ``mtls`` its own CA and a
     client certificate for user ``mirror``, and accepts clients on SSL with one only; with
-    ``kdc`` (devenv.kerberos.Kdc) a GSSAPI listener beside PLAINTEXT, principal ``mirror``."""
-    from devenv.kafka import KafkaCluster, free_port
+    ``kdc`` (devenv.kerberos.Kdc) a GSSAPI listener beside PLAINTEXT, principal ``mirror``;
+    ``heap`` overrides each broker's -Xmx (benchmarks with many partitions)."""
+    from devenv.kafka import DEFAULT_HEAP, KafkaCluster, free_port
     from devenv.kerberos import Kerberos
     from devenv.security import MutualTls, SaslSsl
 
@@ -36,7 +37,8 @@ def cluster_pair(base, sasl_ssl: bool = False, mtls: bool = False, kdc=None):
         KafkaCluster(name=name, port=free_port(), controller_port=free_port(), data_dir=base / name,
                      sasl_ssl=SaslSsl.create(base / f"{name}-tls", name) if sasl_ssl else None,
                      mtls=MutualTls.create(base / f"{name}-mtls", name) if mtls else None,
-                     kerberos=Kerberos.create(kdc, name) if kdc is not None else None)
+                     kerberos=Kerberos.create(kdc, name) if kdc is not None else None,
+                     heap=heap or DEFAULT_HEAP)
         for name in ("primary", "dr")
     ]
     with running(clusters):

@@ -48,3 +48,16 @@ def wait_for_records(cluster, topic: str, record_type, done, timeout: float, use
 
     return wait_until(read, timeout, interval=1, what=f"the records wanted on {topic} on {cluster.name}",
                       details=lambda: f"last records read: {records[-10:]}")
+
+
+def caught_up(topic: str):
+    """A predicate of the monitor's /api/status: the first flow has ``topic`` at lag 0 and has
+    received heartbeats and offset-syncs (returns the flow then)."""
+
+    def check(status):
+        flow = status["flows"][0]
+        t = next((t for t in flow["topics"] if t["topic"] == topic), None)
+        return (t is not None and t["lag_records"] == 0 and flow["heartbeat"]["received_total"] > 0
+                and flow["offset_sync"]["received_total"] > 0 and flow)
+
+    return check

@@ -39,12 +39,17 @@ class Log:
 class Reader:
     def __init__(self, logs: dict[str, Log], syncs: list[OffsetSync], compacted: set[str]) -> None:
         self.logs, self.syncs, self.compacted_topics = logs, syncs, compacted
+        self.batches: list[int] = []  # the stretches of each read_many
 
     def read(self, topic, partition, lo, hi, bulk=False):
         log = self.logs[topic]
         recs = [seen(o, *log.records[o][:2], None, CREATE_TIME, log.records[o][2])
                 for o in sorted(log.records) if lo <= o < min(hi, log.end)]
         return Read(recs, sum(r.size for r in recs), lo, max(lo, min(hi, log.end)))
+
+    def read_many(self, ranges):
+        self.batches.append(len(ranges))
+        return [self.read(t, p, lo, hi, bulk=True) for t, p, lo, hi in ranges]
 
     def log_starts(self, keys):
         return {k: 0 for k in keys}
@@ -201,3 +206,94 @@ def test_the_monitors_audit_gives_each_cluster_one_bucket_for_all_its_flows(tmp_
         assert by["a->c"]["target"].rate == 1000
     finally:
         component.close(1)
+
+
+def test_small_stretches_of_many_partitions_are_read_together_and_a_change_in_one_is_named():
+    from monitor.audit import content
+
+    logs, syncs = {}, []
+    for i in range(300):
+        source, target = Log(), Log()
+        for o in range(10):
+            for log in (source, target):
+                log.append(b"k%d" % o, b"v%d-%d" % (i, o), 1_000_000 + o)
+        logs[f"t{i}"], logs[f"src.t{i}"] = source, target
+        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, 9, 9)]
+    key, _, ts = logs["src.t137"].records[4]
+    logs["src.t137"].records[4] = (key, b"altered", ts)
+    reader = Reader(logs, syncs, set())
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    engine.round()
+    snap = engine.snapshot()
+    assert snap["counts"]["verified"] == 300 * 9 - 1 and snap["counts"]["mismatched"] == 1
+    assert [(f["topic"], f["source_offset"], f["target_offset"]) for f in snap["findings"]] == [("t137", 4, 4)]
+    # one read_many per side per batch: a few batches, not a read per partition
+    batches = reader.batches[::2]
+    assert sum(batches) == 300 and len(batches) <= 4 and max(batches) <= content.BATCH_PARTITIONS
+
+
+def test_a_batch_of_large_stretches_stays_near_its_byte_size():
+    from monitor.audit import reader as reader_module
+
+    logs, syncs = {}, []
+    for i in range(20):
+        source, target = Log(), Log()
+        for o in range(101):
+            for log in (source, target):
+                log.append(b"k", b"x" * 1000, 1_000_000 + o)
+        logs[f"t{i}"], logs[f"src.t{i}"] = source, target
+        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, 100, 100)]
+    reader = Reader(logs, syncs, set())
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    engine.round()
+    assert engine.snapshot()["counts"]["verified"] == 20 * 100
+    per_batch = reader_module.BATCH_BYTES // (100 * 1000)  # stretches of ~100 KB each
+    assert max(reader.batches) <= per_batch + 1 and sum(reader.batches) == 2 * 20
+
+
+def test_at_thousands_of_partitions_a_round_asks_a_share_of_the_log_starts_and_each_within_30_s():
+    from monitor.audit import engine as engine_module
+
+    logs, syncs = {}, []
+    for i in range(3000):
+        logs[f"t{i}"], logs[f"src.t{i}"] = Log(), Log()
+        syncs.append(OffsetSync(f"t{i}", 0, 0, 0))
+    asked: list[list] = []
+
+    class Counting(Reader):
+        def log_starts(self, keys):
+            asked.append(list(keys))
+            return super().log_starts(keys)
+
+    reader = Counting(logs, syncs, set())
+    now = [1000.0]
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None), clock=lambda: now[0])
+    engine.round()  # the books open (both sides asked) and the first round asks for every partition
+    assert [len(a) for a in asked[-2:]] == [3000, 3000]
+    del asked[:]
+    source_side = set()
+    for _ in range(int(engine_module.LOG_START_REFRESH_S // 5)):
+        now[0] += 5.0
+        engine.round()
+        assert len(asked[-2]) == len(asked[-1]) == 3000 * 5 // engine_module.LOG_START_REFRESH_S
+        source_side.update(asked[-2])
+    assert len(source_side) == 3000  # every partition within the refresh time
+
+
+def test_a_stretch_that_fills_a_fetch_by_itself_is_read_alone():
+    logs, syncs = {}, []
+    for i in range(4):
+        source, target = Log(), Log()
+        for o in range(401):
+            for log in (source, target):
+                log.append(b"k", b"x" * 1000, 1_000_000 + o)
+        logs[f"t{i}"], logs[f"src.t{i}"] = source, target
+        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, 400, 400)]
+    reader = Reader(logs, syncs, set())
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    engine.round()
+    assert engine.snapshot()["counts"]["verified"] == 4 * 400 and set(reader.batches) == {1}
