@@ -321,7 +321,9 @@ class AuditEngine:
             if gone:
                 self.tally.add(Finding("expired", b.topic, b.partition, gone[0].source_offset, w.d_a, len(gone),
                                        "below the target's log start", now))
-        unmatched = {d.source_offset for d in outcome.differences if d.kind == MISSING}
+        # source records of this window that did not land; those below u_a (a replay from further
+        # back) landed in the windows before, so they are not "unmatched" but copied again
+        unmatched = {d.source_offset for d in outcome.differences if d.kind == MISSING and d.source_offset >= w.u_a}
         diffs = _ranges_of_duplicates(diffs)
         for d, count in diffs:
             self.tally.add(Finding(d.kind, b.topic, b.partition, d.source_offset, d.target_offset, count, d.detail,

@@ -297,3 +297,23 @@ def test_a_stretch_that_fills_a_fetch_by_itself_is_read_alone():
     engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
     engine.round()
     assert engine.snapshot()["counts"]["verified"] == 4 * 400 and set(reader.batches) == {1}
+
+
+def test_a_replay_from_below_the_sync_before_it_counts_every_record_copied_twice():
+    """Records [1409, 1416) written twice, with an offset-lag sync at 1414 between the first copy's
+    start and the replay: all 7 are duplicates from source offset 1409, not the 2 the window holds."""
+    source, target = Log(), Log()
+    for o in range(1600):
+        source.append(b"k%d" % o, b"v%d" % o, 1_000_000 + o)
+    for o in list(range(1416)) + list(range(1409, 1600)):
+        target.append(*source.records[o])
+    syncs = [OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 1414, 1414), OffsetSync("t", 0, 1409, 1416),
+             OffsetSync("t", 0, 1599, 1606)]
+    reader = Reader({"t": source, "src.t": target}, syncs, set())
+    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
+    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    engine.round()
+    snap = engine.snapshot()
+    assert [(f["kind"], f["source_offset"], f["target_offset"], f["count"]) for f in snap["findings"]] == \
+        [("duplicated", 1409, 1416, 7)]
+    assert (snap["counts"]["missing"], snap["counts"]["mismatched"], snap["counts"]["duplicated"]) == (0, 0, 7)
