@@ -57,9 +57,9 @@ class RealTimeProgress:
     """What the real-time writers copied since the last look, folded into the flow's stats and metrics.
 
     In local mode the writers share the driver's JVM and report records, bytes, offset-syncs
-    and latency every half second, and a progress line comes every PROGRESS_S whatever the
-    checkpoint interval; on a cluster only Spark's per-batch progress (input rows) reaches the
-    driver, so the line comes at each batch's end. A batch ends every checkpoint interval once
+    and latency every half second, and a progress line comes every PROGRESS_S however long the
+    checkpoint interval (or with each batch, when batches are shorter); on a cluster only Spark's
+    per-batch progress (input rows) reaches the driver, so the line comes at each batch's end. A batch ends every checkpoint interval once
     its writers have every record acknowledged; one that runs far longer, or a copy that stops,
     is reported with what it waits for.
     """
@@ -123,7 +123,7 @@ class RealTimeProgress:
             st.batches += 1
             metrics().batch_done(name, seconds)
             self.ctx.backoff.reset()
-            if self.counters.available:
+            if self.counters.available and self.interval > PROGRESS_S:  # the counters' lines come between
                 log.info("flow %s real-time batch %d checkpointed after %.1f s", name, self.last_batch, seconds)
             else:
                 self._report(seconds, f" batch {self.last_batch}")

@@ -375,6 +375,16 @@ def test_real_time_progress_lines_come_every_few_seconds_whatever_the_checkpoint
     q.lastProgress = {"batchId": 1, "durationMs": {"triggerExecution": 60000}}
     progress.poll(q)
     assert "batch 0 checkpointed after 60.0 s" in caplog.text and "records/s" not in caplog.text
+    # batches shorter than the line's window: each batch's end carries the line, as on a cluster
+    short = RealTimeProgress(context(tmp_path, settings=ReplicatorSettings(real_time_checkpoint_interval=5)),
+                             counters, ["a.t"])
+    q = FakeQuery(batch=0)
+    short.poll(q)
+    caplog.clear()
+    counters.totals = (400, 4000, 4, 10)
+    q.lastProgress = {"batchId": 1, "durationMs": {"triggerExecution": 5000}}
+    short.poll(q)
+    assert "real-time batch 0: 100 records" in caplog.text and "records/s over 5.0 s" in caplog.text
 
 
 def test_real_time_progress_on_a_cluster_counts_each_batchs_input_rows(tmp_path):
