@@ -233,20 +233,26 @@ def test_small_stretches_of_many_partitions_are_read_together_and_a_change_in_on
     assert sum(batches) == 300 and len(batches) <= 4 and max(batches) <= content.BATCH_PARTITIONS
 
 
-def test_a_batch_of_large_stretches_stays_near_its_byte_size():
-    from monitor.audit import reader as reader_module
-
+def _mirrored_topics(topics: int, synced: int):
+    """``topics`` one-partition topics of ``synced`` + 1 records of 1 KB, mirrored alike, with
+    syncs at 0 and ``synced``: one stretch of ``synced`` records each. Returns (reader, engine)."""
     logs, syncs = {}, []
-    for i in range(20):
+    for i in range(topics):
         source, target = Log(), Log()
-        for o in range(101):
+        for o in range(synced + 1):
             for log in (source, target):
                 log.append(b"k", b"x" * 1000, 1_000_000 + o)
         logs[f"t{i}"], logs[f"src.t{i}"] = source, target
-        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, 100, 100)]
+        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, synced, synced)]
     reader = Reader(logs, syncs, set())
     flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
-    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    return reader, AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+
+
+def test_a_batch_of_large_stretches_stays_near_its_byte_size():
+    from monitor.audit import reader as reader_module
+
+    reader, engine = _mirrored_topics(20, 100)
     engine.round()
     assert engine.snapshot()["counts"]["verified"] == 20 * 100
     per_batch = reader_module.BATCH_BYTES // (100 * 1000)  # stretches of ~100 KB each
@@ -284,17 +290,7 @@ def test_at_thousands_of_partitions_a_round_asks_a_share_of_the_log_starts_and_e
 
 
 def test_a_stretch_that_fills_a_fetch_by_itself_is_read_alone():
-    logs, syncs = {}, []
-    for i in range(4):
-        source, target = Log(), Log()
-        for o in range(401):
-            for log in (source, target):
-                log.append(b"k", b"x" * 1000, 1_000_000 + o)
-        logs[f"t{i}"], logs[f"src.t{i}"] = source, target
-        syncs += [OffsetSync(f"t{i}", 0, 0, 0), OffsetSync(f"t{i}", 0, 400, 400)]
-    reader = Reader(logs, syncs, set())
-    flow = AuditFlow("src->dst", "src", "dst", "src", "syncs", lambda t: f"src.{t}", "read_committed", False)
-    engine = AuditEngine(flow, Readers(reader, reader, reader), AuditSettings(budget=None))
+    reader, engine = _mirrored_topics(4, 400)
     engine.round()
     assert engine.snapshot()["counts"]["verified"] == 4 * 400 and set(reader.batches) == {1}
 
