@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             "broker_cpu_audit": round(statistics.median(audits), 1),
             "broker_cpu_added": round(statistics.median(added), 1),
             "broker_cpu_added_spread": [round(min(added), 1), round(max(added), 1)],
-            "audit_cpu": round(audit_cpu, 1), "pairs": args.pairs, "fetch_kb": args.fetch_kb,
+            "audit_cpu": round(audit_cpu, 1), "pairs": args.pairs, "heap": args.heap, "fetch_kb": args.fetch_kb,
             "requests_per_s": requests, "fetch_kb_per_request": fetched,
             "cover_backlog_s": round(backlog_bytes / rate["source"]) if rate["source"] else None,
             "counts": snap["counts"], "findings": snap["findings"][:20],

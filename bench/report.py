@@ -27,6 +27,11 @@ GOALS_TEXT = {
     "heartbeat": "heartbeat latency p99 <= 0.5 s",
     "mm2": "catch-up >= 1.0x MM2 (1 KB and 100 B)",
     "raw": "catch-up >= 0.8x raw on 100 B",
+    "curve_p99": "at <= 25 % load: p99 <= MM2's",
+    "curve_p50": "at <= 25 % load: p50 <= MM2's + 5 ms",
+    "curve_heartbeat": "at <= 25 % load: heartbeat p99 <= MM2's + 20 ms",
+    "curve_p99_half": "at 50 % load: p99 <= 1.5x MM2's",
+    "curve_settled": "at every load: under 1 s for good <= MM2's + 10 s",
 }
 
 METHOD = """
@@ -407,6 +412,7 @@ def _goals(newest: dict[str, list[dict]]) -> list[str]:
                       verdict(all(x >= 1.0 for x in (kb_mm2, small_mm2) if x is not None))))
     if small_raw is not None:
         lines.append((GOALS_TEXT["raw"], f"{small_raw:.3f}x", verdict(small_raw >= 0.8)))
+    lines += _curve_goals(newest.get("steady-curve-1kb-12p", []))
     settled, warm_p99 = steady("sparkmirror", "settled_s"), steady("sparkmirror", "warm_up_p99_latency_s")
     if settled is not None:
         lines.append(("(cold start, not a goal)",
@@ -419,6 +425,29 @@ def _goals(newest: dict[str, list[dict]]) -> list[str]:
            "| goal | newest run | met? |", "| --- | --- | --- |"]
     out += [f"| {g} | {r} | {m} |" for g, r, m in lines]
     return out
+
+
+def _curve_goals(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """The latency-against-load goals, sparkmirror's medians against MM2's at each load of the curve."""
+    def m(load: float, system: str, key: str) -> float | None:
+        return _median([r.get(key) for r in rows if r["load"] == load and r["system"] == system])
+
+    loads = sorted({r["load"] for r in rows if r["system"] == "sparkmirror"}
+                   & {r["load"] for r in rows if r["system"] == "mm2"})
+    low, half = [x for x in loads if x <= 0.25], [x for x in loads if abs(x - 0.5) < 0.01]
+    checks = (("curve_p99", low, "p99_latency_s", lambda ours, mm2: ours <= mm2),
+              ("curve_p50", low, "p50_latency_s", lambda ours, mm2: ours <= mm2 + 0.005),
+              ("curve_heartbeat", low, "heartbeat_p99_latency_s", lambda ours, mm2: ours <= mm2 + 0.020),
+              ("curve_p99_half", half, "p99_latency_s", lambda ours, mm2: ours <= 1.5 * mm2),
+              ("curve_settled", loads, "settled_s", lambda ours, mm2: ours <= mm2 + 10))
+    lines = []
+    for goal, at, key, ok in checks:
+        pairs = [(load, m(load, "sparkmirror", key), m(load, "mm2", key)) for load in at]
+        pairs = [(load, ours, mm2) for load, ours, mm2 in pairs if ours is not None and mm2 is not None]
+        if pairs:
+            shown = "; ".join(f"{load:.0%}: {ours} s (MM2 {mm2} s)" for load, ours, mm2 in pairs)
+            lines.append((GOALS_TEXT[goal], shown, "yes" if all(ok(o, w) for _, o, w in pairs) else "no"))
+    return lines
 
 
 def _reproduce(newest: dict[str, list[dict]]) -> list[str]:
@@ -481,6 +510,13 @@ def _other_systems(results: list[dict], newest: dict[str, list[dict]]) -> list[s
                "figures alike (ratios within a run hold)."] if old_probe else [])]
 
 
+def _duration(seconds: float) -> str:
+    """Seconds, with minutes or hours beside them once they are the easier figure to read."""
+    if seconds >= 7200:
+        return f"{seconds:,.0f} s ({seconds / 3600:.1f} h)"
+    return f"{seconds:,.0f} s ({seconds / 60:.0f} min)" if seconds >= 600 else f"{seconds:,.0f} s"
+
+
 def _audit_section() -> list[str]:
     """The audit (bench.audit, bench.audit_soak, both into bench/audit-results.json): the newest
     cost run per partition count, and the newest soak per replicator and mode."""
@@ -496,7 +532,10 @@ def _audit_section() -> list[str]:
     if not cost and not soaks:
         return []
     out = ["\n## the audit\n",
-           "`python -m bench.audit --partitions N --backlog-mb M` (see its docstring): N source partitions and "
+           "`python -m bench.audit --partitions N --backlog-mb M` (" + "; ".join(
+               f"{n:,} partitions: `--seconds {r['seconds']:g} --pairs {r['pairs']}" + (f" --heap {r['heap']}" if r.get("heap") else "")
+               + "`" for n, r in sorted(cost.items()) if "seconds" in r and "pairs" in r) +
+           "; see its docstring): N source partitions and "
            "their mirror, written alike, audited at the default budget (512 KiB/s per cluster) in phases that "
            "alternate with idle ones; the brokers' added CPU is the median of the pairs' differences (their "
            "range in brackets), in % of one core for both brokers together. The time to cover the backlog is "
@@ -509,7 +548,7 @@ def _audit_section() -> list[str]:
         added = f"{r['broker_cpu_added']}" + (f" [{spread[0]}, {spread[1]}]" if spread else "")
         out.append(f"| {n:,} | {r['backlog_mb']:,} | {r['read_bytes_per_s']['source'] / 1024:,.0f} | "
                    f"{r['verified_per_s']:,} | {r['broker_cpu_idle']} | {r['broker_cpu_audit']} | {added} | "
-                   f"{r['audit_cpu']} | {r['cover_backlog_s']:,} s | {r['at']} |")
+                   f"{r['audit_cpu']} | {_duration(r['cover_backlog_s'])} | {r['at']} |")
     if soaks:
         out += ["",
                 "`python -m bench.audit_soak [--replicator mm2|sparkmirror] [--exactly-once] [--minutes 10]`: a "

@@ -51,3 +51,17 @@ def test_the_plot_draws_a_p50_and_a_p99_line_per_system_on_a_log_scale():
     ys = [float(pt.split(",")[1]) for pt in solid[-1].split()]
     assert ys == sorted(ys, reverse=True) and len(ys) == 3
     assert curve_svg([]) == ""
+
+
+def test_the_curve_goals_compare_sparkmirror_with_mm2_at_each_load():
+    from bench.report import _curve_goals
+
+    rows = [_run("mm2", 0.1, 0.013, 0.040), _run("sparkmirror", 0.1, 0.017, 0.035),
+            _run("mm2", 0.25, 0.014, 0.030), _run("sparkmirror", 0.25, 0.021, 0.029),
+            _run("mm2", 0.5, 0.02, 0.2, settled_s=30), _run("sparkmirror", 0.5, 0.03, 0.31, settled_s=41)]
+    goals = {goal: (shown, met) for goal, shown, met in _curve_goals(rows)}
+    assert goals["at <= 25 % load: p99 <= MM2's"] == ("10%: 0.035 s (MM2 0.04 s); 25%: 0.029 s (MM2 0.03 s)", "yes")
+    assert goals["at <= 25 % load: p50 <= MM2's + 5 ms"][1] == "no"  # 25 %: 21 ms against 14 + 5
+    assert goals["at 50 % load: p99 <= 1.5x MM2's"] == ("50%: 0.31 s (MM2 0.2 s)", "no")
+    assert goals["at every load: under 1 s for good <= MM2's + 10 s"][1] == "no"  # 41 s against 30 + 10
+    assert _curve_goals([_run("raw", 0.1, 0.01, 0.02)]) == []
