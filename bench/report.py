@@ -73,6 +73,7 @@ METHOD = """
 - **sparkmirror-shards3, -shards6**: the default with `--real-time-shards 3` or `6`.
 - **sparkmirror-fetch1**: the default with Kafka's own fetch settings for the real-time source
   (`fetch.min.bytes=1`) instead of 64 KB or 20 ms.
+- **sparkmirror-wait5**: the default with `fetch.max.wait.ms=5` for the real-time source (64 KB or 5 ms).
 - **sparkmirror-kafka**: `--source kafka` (Spark's spark-sql-kafka-0-10 source feeding the
   writer through Arrow), the path exactly-once flows run on.
 - **sparkmirror-eos**: the default with exactly-once on for the flow
@@ -258,7 +259,9 @@ def _curve_rows(rows: list[dict]) -> list[tuple[float, str, list[dict]]]:
     groups: dict[tuple[float, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["load"], r["system"]), []).append(r)
-    return sorted(((load, system, group) for (load, system), group in groups.items()), key=lambda g: g[0])
+    order = {s: i for i, s in enumerate(("raw", "mm2", "sparkmirror"))}  # then the variants, as they came
+    return sorted(((load, system, group) for (load, system), group in groups.items()),
+                  key=lambda g: (g[0], order.get(g[1], len(order))))
 
 
 def _curve_table(rows: list[dict]) -> list[str]:
