@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import urllib.request
@@ -70,15 +71,24 @@ class SparkStandalone:
     def work_dir(self, i: int) -> Path:
         return self.root / f"worker{i}"
 
+    def master_ui_port(self) -> int | None:
+        """The port the Master's web UI is bound to, from its log: when the chosen one was taken in
+        the meantime (another test's Spark UI), Spark binds the next free one; None until it says."""
+        log = self.root / "master.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = re.findall(r"Successfully started service 'MasterUI' on port (\d+)", text)
+        return int(found[-1]) if found else None
+
     def state(self) -> dict:
         """The Master's view (its web UI's /json/): workers, their state, applications."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as resp:
+        port = self.master_ui_port() or self.ui_port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as resp:
             return json.loads(resp.read())
 
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or not the Master answering
             return 0
 
     def wait_for_workers(self, count: int, timeout: float = 120.0) -> None:
