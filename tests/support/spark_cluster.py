@@ -57,7 +57,11 @@ class SparkStandalone:
                                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
         for i in range(len(self.workers)):
             self.start_worker(i)
-        self.wait_for_workers(len(self.workers), timeout)
+        try:
+            self.wait_for_workers(len(self.workers), timeout)
+        except BaseException:
+            self.stop()  # a set-up that fails leaves no Master or Worker running
+            raise
         return self
 
     def start_worker(self, i: int) -> None:
