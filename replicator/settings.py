@@ -28,12 +28,15 @@ SOURCES = ("direct", "kafka")
 #: Spark's real-time mode runs no shorter batch.
 MIN_CHECKPOINT_INTERVAL_S = 5.0
 #: The real-time checkpoint interval unless one is given. Each boundary pauses the copy for a
-#: few tenths of a second; one a minute keeps that pause out of the p99 at the loads flows run
-#: (bench/NOTES.md, "Latency against load") and replays no more after a kill -9 than MM2's
-#: offset.flush.interval.ms. In local mode a clean stop resumes at the acknowledged positions
-#: whatever the interval; on a Spark cluster it waits for the next boundary, which must come
-#: within Kubernetes' default 30-s grace.
-LOCAL_CHECKPOINT_INTERVAL_S = 60.0
+#: few tenths of a second (bench/NOTES.md, "Latency against load"). In local mode the writers
+#: share the driver's JVM: a clean stop resumes at their acknowledged positions, and a kill -9
+#: at the journal of them written every ACKNOWLEDGED_JOURNAL_S, so a boundary every five
+#: minutes replays nothing more. On a Spark cluster neither is possible: a kill -9 replays up to
+#: the interval, and a clean stop waits for the next boundary, within Kubernetes' 30-s grace.
+LOCAL_CHECKPOINT_INTERVAL_S = 300.0
+#: How often, in local mode, the writers' acknowledged positions are written beside the
+#: real-time checkpoint: what a kill -9 copies again, at most (MM2: offset.flush.interval.ms, 60 s).
+ACKNOWLEDGED_JOURNAL_S = 5.0
 CLUSTER_CHECKPOINT_INTERVAL_S = 25.0
 MAX_SHARDS = 16
 
@@ -114,11 +117,11 @@ class ReplicatorSettings:
         option="--data-path", cli={"choices": DATA_PATHS})
     real_time_checkpoint_interval: float | None = _setting(
         None, "how often a real-time query checkpoints its source offsets, in seconds (at least 5; default "
-              "60 in local mode, 25 on a Spark cluster). Records are copied as they arrive whatever it is; "
+              "300 in local mode, 25 on a Spark cluster). Records are copied as they arrive whatever it is; "
               "each checkpoint pauses the copy for a few tenths of a second, so a longer interval has a "
-              "shorter tail, while a kill -9 copies again up to that many seconds of records (a clean "
-              "stop resumes exactly where the target acknowledged; on a cluster it waits up to that long "
-              "for the next checkpoint)",
+              "shorter tail. In local mode a clean stop resumes exactly where the target acknowledged and "
+              "a kill -9 where it had acknowledged 5 s before; on a cluster a kill -9 copies again up to "
+              "that many seconds of records and a clean stop waits up to that long for the next checkpoint",
         option="--real-time-checkpoint-interval", parse=_checkpoint_interval,
         example="--real-time-checkpoint-interval 30", cli={"type": float, "metavar": "SECONDS"})
     real_time_shards: int = _setting(

@@ -387,7 +387,7 @@ MONITOR_INFO = _m(
 
 # --- the replicator's own figures (served by `sparkmirror replicate` on its driver,
 # --metrics-listen, default 127.0.0.1:9465; not by the monitor) ---------------
-BATCH_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+BATCH_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 REPLICATOR_BATCHES = _m(
     "replicator_batches_total", "counter", "", F,
     "Micro-batches the flow's streaming query committed.", level="replicator")

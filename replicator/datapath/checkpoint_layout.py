@@ -7,7 +7,8 @@ them to the ones written before this module existed). In a checkpoint root:
 * ``<flow>/``: the micro-batch path's Spark checkpoint (its historical place);
 * ``<flow>.realtime/``: the real-time path's, one Spark checkpoint per shard
   (``shard-N/``) with ``shards.json`` naming each shard's partitions, or, written before
-  there were shards, one Spark checkpoint itself;
+  there were shards, one Spark checkpoint itself; and ``acknowledged.json``, the journal of
+  the writers' acknowledged positions (local mode), rewritten every few seconds;
 * ``<flow>.path``: ``{"path": ..., "start": {topic: {partition: offset}}}``, the path that
   ran last and, when its checkpoint was dropped (a stop at the writers' acknowledged
   positions, a change of path or of shards), where it starts instead.
@@ -16,7 +17,9 @@ Offsets are read from Spark's offset log (``offsets/N``: where micro-batch N end
 where real-time batch N began) and commit log (``commits/N``). When a flow changes path
 the new path starts where the old one's newest committed batch ended — never later than
 what was copied, so at worst duplicates — and that start is written down before the query
-starts, so a crash in between resumes it. Nothing here touches Spark or Kafka.
+starts, so a crash in between resumes it. After a crash, a real-time flow resumes at the newer
+of its checkpoint and its journal, partition by partition (``resume_from_journal``): the
+checkpoint interval then bounds nothing a kill -9 replays. Nothing here touches Spark or Kafka.
 """
 
 from __future__ import annotations
@@ -276,6 +279,7 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
     None: resume from the path's own checkpoint, or, without one, start as a new flow
     does (offset-syncs of an earlier run, else the earliest offsets).
     """
+    resume_from_journal(flow_dir, flow_name)
     marker = read_marker(flow_dir)
     last = marker.get("path")
     if last is None and has_batches(checkpoint_dir(flow_dir, MICRO_BATCH)):
@@ -300,6 +304,75 @@ def prepare_checkpoint(flow_dir: Path, path: str, flow_name: str) -> dict[str, d
         log.info("flow %s: switching from the %s path to the %s path%s", flow_name, last, path,
                  " at the source offsets of its newest committed batch" if start else "")
     return start or None
+
+
+# -- the journal of acknowledged positions --------------------------------------------------
+JOURNAL_FILE = "acknowledged.json"
+
+
+def write_journal(ckpt: Path, positions: dict[tuple[str, int], int], started: dict[str, dict[str, int]]) -> bool:
+    """Write down the writers' acknowledged positions beside the real-time checkpoint ``ckpt``
+    (each partition's offset before which the target acknowledged every record), with where the
+    running query started (its ``startingOffsets``: a shard's first batch is in its checkpoint
+    only once the batch ended).
+
+    The journal lives inside the checkpoint, so whatever drops the checkpoint (a stop at the
+    acknowledged positions, a change of path or shards, a partition moved to its log start)
+    drops it too: it is only ever read against the checkpoint it was written beside. Nothing is
+    written when there is no checkpoint (the query was just stopped); False then.
+    """
+    if not ckpt.is_dir():
+        return False
+    data: dict[str, dict[str, int]] = {}
+    for (topic, p), nxt in sorted(positions.items()):
+        data.setdefault(topic, {})[str(p)] = int(nxt)
+    tmp = ckpt / (JOURNAL_FILE + ".tmp")
+    try:
+        tmp.write_text(json.dumps({"acknowledged": data, "started": started}, sort_keys=True))
+        os.replace(tmp, ckpt / JOURNAL_FILE)
+    except OSError:
+        return False  # the checkpoint went away meanwhile
+    return True
+
+
+def read_journal(ckpt: Path) -> tuple[dict[tuple[str, int], int], dict[str, dict[str, int]]] | None:
+    """The journal's positions and the query's start, or None (none written, or unreadable: the
+    checkpoint then says)."""
+    try:
+        data = json.loads((ckpt / JOURNAL_FILE).read_text())
+        positions = {(str(t), int(p)): int(o) for t, per in data["acknowledged"].items()
+                     for p, o in per.items() if int(o) >= 0}
+        started = {str(t): {str(p): int(o) for p, o in per.items()} for t, per in data["started"].items()}
+    except (OSError, ValueError, LookupError, AttributeError, TypeError):
+        return None
+    return positions, started
+
+
+def resume_from_journal(flow_dir: Path, flow_name: str) -> dict[str, dict[str, int]] | None:
+    """After a real-time run that did not stop cleanly, resume each partition at the newer of
+    its checkpoint and the journal written beside it; returns that start, or None (no journal).
+
+    A partition the checkpoint and the journal both miss (nothing of it acknowledged, its shard
+    in its first batch) resumes where the query started it. The start is written down and the
+    checkpoint dropped, as after a clean stop (``restart_from``), so the next start resumes
+    there, on either path.
+    """
+    if read_marker(flow_dir).get("path") != REAL_TIME:
+        return None
+    ckpt = checkpoint_dir(flow_dir, REAL_TIME)
+    journal = read_journal(ckpt)
+    if journal is None:
+        return None
+    positions, started = journal
+    base = resume_base(ckpt, started)
+    resume = resume_after_stop(base, positions)
+    spared = sum(o - base[t][p] for t, per in resume.items() for p, o in per.items()
+                 if base.get(t, {}).get(p, -1) >= 0)
+    restart_from(flow_dir, REAL_TIME, resume)
+    log.info("flow %s: resuming where the target had acknowledged every record shortly before the last run "
+             "ended (its journal of acknowledged positions), not at its last checkpoint%s", flow_name,
+             f": {spared} records fewer copied again" if spared else "")
+    return resume
 
 
 def parse_starting_offsets(text: str | None) -> dict[str, dict[str, int]]:

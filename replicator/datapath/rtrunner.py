@@ -4,9 +4,11 @@
 checkpoint each, see checkpoint_layout), starts them apart so their checkpoint boundaries
 keep apart, and stops them with as little copied twice as the deployment allows: in local mode
 the writers share the driver's JVM, so a stop ends the tasks, flushes the producers and has the
-next start resume exactly where the target acknowledged every record; on a cluster each query
-is stopped right after its next checkpoint. ``RealTimeProgress`` folds what the writers copied
-into the flow's stats and metrics and reports a batch that waits for a cluster.
+next start resume exactly where the target acknowledged every record, and every few seconds
+those positions are written beside the checkpoint, so a kill -9 copies again only seconds' worth
+(checkpoint_layout.write_journal); on a cluster each query is stopped right after its next
+checkpoint. ``RealTimeProgress`` folds what the writers copied into the flow's stats and
+metrics and reports a batch that waits for a cluster.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from replicator.datapath.catchup import committed_offsets
 from replicator.datapath.runner import GRACEFUL_STOP_S, SLOW_BATCH_S, RunnerContext, kafka_source, stop_grace
 from replicator.kafkaclients import watermarks
 from replicator.metrics import metrics
-from replicator.settings import REAL_TIME
+from replicator.settings import ACKNOWLEDGED_JOURNAL_S, REAL_TIME
 
 log = logging.getLogger("sparkmirror.replicate")
 
@@ -177,6 +179,10 @@ class RealTimeRunner:
         self.counters = realtime.Counters(ctx.spark, ctx.name)
         self.interval = checkpoint_interval(ctx)
         self.progress = RealTimeProgress(ctx, self.counters, [ctx.mirror(t) for t in self.assignment])
+        # the journal is written beside the running query only: a stop takes the query under it
+        self._journal_lock = threading.Lock()
+        self._journaled: dict[tuple[str, int], int] = {}
+        self._journaled_at = 0.0
 
     @property
     def partitions(self) -> int:
@@ -201,6 +207,7 @@ class RealTimeRunner:
             starting = ctx.resume_offsets(self.assignment, self.ckpt)
         self._started_at = layout.parse_starting_offsets(starting)
         self.counters.reset()
+        self._journaled, self._journaled_at = {}, time.monotonic()
         self.progress.begin()
         self.query = self._start_shards(shards, starting, writer)
         metrics().started(ctx.name, self.partitions)
@@ -284,6 +291,21 @@ class RealTimeRunner:
 
     def check(self) -> None:
         self.progress.poll(self.query)
+        self._journal()
+
+    def _journal(self) -> None:
+        """Every ACKNOWLEDGED_JOURNAL_S, write the writers' acknowledged positions beside the
+        running query's checkpoint (local mode), for a start after a kill -9 to resume there."""
+        if not self.counters.available or time.monotonic() - self._journaled_at < ACKNOWLEDGED_JOURNAL_S:
+            return
+        with self._journal_lock:
+            if self.query is None:
+                return
+            self._journaled_at = time.monotonic()
+            positions = self.counters.positions()
+            if positions and positions != self._journaled \
+                    and layout.write_journal(self.ckpt, positions, self._started_at):
+                self._journaled = positions
 
     def copied_offsets(self) -> dict[tuple[str, int], int] | None:
         positions = self.counters.positions()
@@ -294,7 +316,8 @@ class RealTimeRunner:
         return committed_offsets(self.query)
 
     def stop(self, closing: bool) -> None:
-        q, self.query = self.query, None
+        with self._journal_lock:
+            q, self.query = self.query, None
         if q is None:
             return
         if self.counters.available:
@@ -308,7 +331,8 @@ class RealTimeRunner:
         """The other shards still run: stopped now, all restart together from what is copied."""
         from replicator.datapath.spark import quiet_stop_noise
 
-        q, self.query = self.query, None
+        with self._journal_lock:
+            q, self.query = self.query, None
         quiet_stop_noise(self.ctx.spark, True, self.ctx.settings)
         q.stop()
         if not closing:
@@ -317,7 +341,8 @@ class RealTimeRunner:
             return "the failed batch was not committed, restarting from the checkpoint"
         problem = self._resume_at_acknowledged(_run_ids(q))
         if problem is not None:
-            log.info("flow %s: %s; the restart replays from the checkpoint", self.ctx.name, problem)
+            log.info("flow %s: %s; the restart replays from the checkpoint, or from the newer positions its journal "
+                     "says the target acknowledged", self.ctx.name, problem)
             return "the failed batch was not committed, restarting from the checkpoint"
         return "restarting where the target acknowledged every record"
 

@@ -123,6 +123,52 @@ def test_sigkill_at_random_moments_loses_nothing(kafka_clusters, tmp_path, uniqu
             rep.kill9()
 
 
+@pytest.mark.timeout(600)
+def test_a_kill9_between_real_time_checkpoints_copies_again_only_the_journal_interval(kafka_clusters, tmp_path,
+                                                                                       unique):
+    """A kill -9 15 s after a real-time checkpoint copies again only what came after the last
+    journal of acknowledged positions (every 5 s), not the 15 s since the checkpoint; nothing is
+    lost. (The default interval is 5 minutes; 20 s here brings a checkpoint sooner.)"""
+    from replicator.settings import ACKNOWLEDGED_JOURNAL_S
+
+    rate, after_checkpoint_s = 400, 15
+    primary, dr = kafka_clusters.primary.bootstrap, kafka_clusters.dr.bootstrap
+    topic = f"journal-{unique}"
+    mirror = f"primary.{topic}"
+    create_topic(primary, topic, 3)
+    config = write_config(tmp_path / "mm2.properties", primary, dr, {"primary->dr.topics": topic})
+    args = ["--data-path", "real-time", "--real-time-checkpoint-interval", "20"]
+    producer = NumberedProducer(primary, topic, 3, rate=rate)
+    committed = tmp_path / "ck" / "primary-to-dr.realtime" / "shard-0" / "commits" / "0"
+    rep = Replicator(config, tmp_path / "ck", tmp_path / "killed.log", args).start()
+    try:
+        rep.wait_for_log("flow primary->dr: streaming", 180)
+        producer.start()
+        rep.wait_until(committed.exists, 120, what="the first checkpoint", interval=0.2)
+        time.sleep(after_checkpoint_s)
+        rep.kill9()
+        rep = Replicator(config, tmp_path / "ck", tmp_path / "after.log", args).start()
+        rep.wait_for_log("flow primary->dr: streaming", 180)
+        assert "its journal of acknowledged positions), not at its last checkpoint: " in rep.log(), \
+            rep.log()[-3000:]
+        time.sleep(2)
+        sent = producer.stop()
+        assert producer.failed == 0
+        rep.wait_until(lambda: len({int(m.value()) for m in consume_all(dr, mirror, timeout=30)}) >= sent, 120,
+                       what="every record on the target")
+        ids = [int(m.value()) for m in consume_all(dr, mirror, timeout=30)]
+        assert set(ids) == set(range(sent)), "nothing lost"
+        duplicated = len(ids) - len(set(ids))
+        print(f"kill -9 {after_checkpoint_s} s after a checkpoint at {rate} records/s: {duplicated} copied again")
+        # from the checkpoint it would be ~rate * after_checkpoint_s (6,000)
+        assert duplicated <= rate * (ACKNOWLEDGED_JOURNAL_S + 2), duplicated
+        assert rep.terminate() == 0
+    finally:
+        producer.stop_event.set()
+        if rep.running():
+            rep.kill9()
+
+
 def _wait_for_batches(rep: Replicator, n: int, timeout: float = 240) -> None:
     """Until this run logged n batches with records (batch lines say 'N records, ')."""
     rep.wait_until(lambda: rep.log().count(" records, ") >= n, timeout, interval=0.2, what=f"{n} batches with records")

@@ -128,6 +128,78 @@ def test_without_a_committed_batch_the_resume_base_is_the_first_batch_start_or_t
     assert layout.resume_after_stop(started, {("t", 0): 17}) == {"t": {"0": 17, "1": 40}}
 
 
+def _crashed_real_time_run(flow_dir):
+    """A real-time run killed mid-batch: batch 4 committed, batch 5 running, a journal written."""
+    layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
+    ckpt = layout.checkpoint_dir(flow_dir, REAL_TIME)
+    shard = layout.shard_dir(ckpt, 0)
+    _batch(shard, 4, {"t": {"0": 100, "1": 7, "2": 30}})
+    _batch(shard, 5, {"t": {"0": 180, "1": 9, "2": 30}}, committed=False)
+    # t/1: the checkpoint is ahead of the journal (it committed after the journal was written)
+    assert layout.write_journal(ckpt, {("t", 0): 9_412, ("t", 1): 8, ("t", 2): 31}, started={})
+    return ckpt
+
+
+def test_after_a_crash_each_partition_resumes_at_the_newer_of_checkpoint_and_journal(tmp_path, caplog):
+    flow_dir = tmp_path / "a-to-b"
+    ckpt = _crashed_real_time_run(flow_dir)
+    caplog.set_level("INFO", logger="sparkmirror.replicate")
+    assert layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 9_412, "1": 9, "2": 31}}
+    assert "not at its last checkpoint: 9233 records fewer copied again" in caplog.text
+    # written down, the checkpoint and its journal dropped: a second crash before the next
+    # journal resumes there again, never at the old checkpoint
+    assert not ckpt.exists()
+    assert layout.read_marker(flow_dir) == {"path": REAL_TIME, "start": {"t": {"0": 9_412, "1": 9, "2": 31}}}
+    assert layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 9_412, "1": 9, "2": 31}}
+
+
+def test_a_crashed_real_time_run_hands_its_journal_over_to_micro_batches(tmp_path):
+    flow_dir = tmp_path / "a-to-b"
+    _crashed_real_time_run(flow_dir)
+    assert layout.prepare_checkpoint(flow_dir, MICRO_BATCH, "a->b") == {"t": {"0": 9_412, "1": 9, "2": 31}}
+
+
+def test_a_journal_is_only_read_beside_its_own_checkpoint(tmp_path):
+    """Whatever drops the real-time checkpoint drops its journal; none is written without one;
+    a journal left by a real-time run before a micro-batch one is never read."""
+    flow_dir = tmp_path / "a-to-b"
+    ckpt = _crashed_real_time_run(flow_dir)
+    layout.restart_from(flow_dir, REAL_TIME, {"t": {"0": 5}})  # e.g. a partition moved to its log start
+    assert not layout.write_journal(ckpt, {("t", 0): 9_999}, {}), "no checkpoint, no journal"
+    assert layout.read_journal(ckpt) is None
+    assert layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 5}}
+    # the micro-batch path ran last: a real-time directory's journal says nothing about it
+    flow_dir = tmp_path / "c-to-d"
+    _crashed_real_time_run(flow_dir)
+    layout.restart_from(flow_dir, MICRO_BATCH, {"t": {"0": 77}})
+    shard = layout.shard_dir(layout.checkpoint_dir(flow_dir, REAL_TIME), 0)
+    _batch(shard, 0, {"t": {"0": 1}})
+    layout.write_journal(layout.checkpoint_dir(flow_dir, REAL_TIME), {("t", 0): 9_999}, {})
+    assert layout.resume_from_journal(flow_dir, "c->d") is None
+
+
+def test_a_partition_in_a_first_batch_resumes_at_its_acknowledged_position_or_its_start(tmp_path):
+    """A shard's first batch is in its checkpoint only once it ended: its partitions resume at
+    their acknowledged positions, and one with none where the query started it (-2: earliest)."""
+    flow_dir = tmp_path / "a-to-b"
+    layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b")
+    ckpt = layout.checkpoint_dir(flow_dir, REAL_TIME)
+    layout.shard_dir(ckpt, 0).mkdir(parents=True)  # started, no batch ended yet
+    started = {"t": {"0": 40, "1": 12, "2": -2}}
+    assert layout.write_journal(ckpt, {("t", 0): 95}, started)
+    assert layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") == {"t": {"0": 95, "1": 12, "2": -2}}
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"acknowledged": [1], "started": {}}', "[]",
+                                  '{"acknowledged": {"t": {"0": "x"}}, "started": {}}', '{"acknowledged": {}}'])
+def test_an_unreadable_journal_leaves_the_checkpoint_to_say(tmp_path, text):
+    flow_dir = tmp_path / "a-to-b"
+    ckpt = _crashed_real_time_run(flow_dir)
+    (ckpt / layout.JOURNAL_FILE).write_text(text)
+    assert layout.prepare_checkpoint(flow_dir, REAL_TIME, "a->b") is None
+    assert layout.committed_offsets(ckpt, real_time=True) == {"t": {"0": 180, "1": 9, "2": 30}}
+
+
 @pytest.mark.parametrize("text, parsed", [
     ('{"t": {"0": 5, "1": -2}}', {"t": {"0": 5, "1": -2}}),
     ("earliest", {}), ("latest", {}), (None, {}), ("[1, 2]", {}),

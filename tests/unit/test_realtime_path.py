@@ -31,9 +31,9 @@ def test_batch_size_is_capped_by_the_smallest_target_topic_limit():
 
 def test_checkpoint_interval_option_sets_the_trigger_and_a_clean_stop_waits_for_one_boundary():
     default = ReplicatorSettings()
-    # a boundary a minute in local mode; on a cluster, where a clean stop waits for the next
-    # boundary, one that comes within Kubernetes' 30-s grace
-    assert default.real_time_trigger(local=True) == "60 seconds"
+    # a boundary every five minutes in local mode (the journal bounds a kill -9's replay); on a
+    # cluster, where a clean stop waits for the next boundary, one within Kubernetes' 30-s grace
+    assert default.real_time_trigger(local=True) == "300 seconds"
     assert default.real_time_trigger(local=False) == "25 seconds"
     assert realtime.stop_wait_seconds(10.0, default.checkpoint_interval(False)) == 27.0 < 30
     thirty = ReplicatorSettings(real_time_checkpoint_interval=30)
