@@ -73,7 +73,8 @@ METHOD = """
 - **sparkmirror-shards3, -shards6**: the default with `--real-time-shards 3` or `6`.
 - **sparkmirror-fetch1**: the default with Kafka's own fetch settings for the real-time source
   (`fetch.min.bytes=1`) instead of 64 KB or 20 ms.
-- **sparkmirror-wait5**: the default with `fetch.max.wait.ms=5` for the real-time source (64 KB or 5 ms).
+- **sparkmirror-wait5**, **-wait20**: the default with `fetch.max.wait.ms` 5 or 20 configured for the
+  real-time source (64 KB or 5 ms, or 20 ms), so fixed instead of chosen from the flow's rate.
 - **sparkmirror-kafka**: `--source kafka` (Spark's spark-sql-kafka-0-10 source feeding the
   writer through Arrow), the path exactly-once flows run on.
 - **sparkmirror-eos**: the default with exactly-once on for the flow

@@ -222,7 +222,7 @@ SPARKMIRROR_SYSTEMS = {
     "sparkmirror-microbatch": (("smm", "drm"), ["--data-path", "micro-batch"], {}),
     # real time from the start, a backlog included (--data-path real-time)
     "sparkmirror-realtime": (("smr", "drr"), ["--data-path", "real-time"], {}),
-    # a 5-, 10-, 15-, 30- or 60-s real-time checkpoint interval instead of the default (60 s in local
+    # a 5-, 10-, 15-, 30- or 60-s real-time checkpoint interval instead of the default (300 s in local
     # mode): the boundaries' cost against their number
     "sparkmirror-cp5": (("smv", "drv"), ["--real-time-checkpoint-interval", "5"], {}),
     "sparkmirror-cp10": (("sma", "dra"), ["--real-time-checkpoint-interval", "10"], {}),
@@ -240,6 +240,8 @@ SPARKMIRROR_SYSTEMS = {
     # the default with a 5-ms fetch wait instead of 20 ms (64 KB still ends a fetch sooner): what a
     # record on a quiet partition waits for company, against the fetches a busy one costs
     "sparkmirror-wait5": (("smw", "drw"), [], {"smw.consumer.fetch.max.wait.ms": "5"}),
+    # the default with the 20-ms wait configured, so fixed: the static wait beside the rate-chosen one
+    "sparkmirror-wait20": (("smx", "drx"), [], {"smx.consumer.fetch.max.wait.ms": "20"}),
     "sparkmirror-cp60-wait5": (("smu", "dru"), ["--real-time-checkpoint-interval", "60"],
                                {"smu.consumer.fetch.max.wait.ms": "5"}),
     # the default with a flow's partitions dealt over three or six real-time queries instead of one

@@ -272,3 +272,10 @@ class CatchUpReport:
                 fr.fall_back(est.backlog, est.copy_rate, est.source_rate, self.fall_behind.after)
         else:
             self.fall_behind.reset()
+        wait = getattr(fr, "fetch_wait", None)
+        if wait is not None and fr.realtime:
+            # the sustained rate: one burst (a backlog written at once) does not change the wait
+            source_bps = tracker.sustained_source_rate() * est.bytes_per_record if est.measured else None
+            new = wait.look(now, source_bps)
+            if new is not None:
+                fr.refetch(new, source_bps)

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from replicator.datapath import checkpoint_layout as layout
+from replicator.datapath import fetchwait
 from replicator.datapath.microbatch import DirectSourceRunner, KafkaSourceRunner
 from replicator.datapath.offsetsyncs_writer import OffsetSyncWriter
 from replicator.datapath.pathpolicy import Choice, PathPolicy
@@ -39,7 +40,7 @@ from replicator.datapath.pause import clear_pause, read_pause, write_pause
 from replicator.datapath.rtrunner import RealTimeRunner
 from replicator.datapath.runner import (GRACEFUL_STOP_S, Backoff, ClusterProbe, FlowStats, Once, Runner,
                                         RunnerContext, failure_message, is_permanent, kerberos_login_error,
-                                        spark_source_options, stop_grace)
+                                        local_mode, spark_source_options, stop_grace)
 from replicator.kafkaclients import watermarks
 from replicator.settings import REAL_TIME, ReplicatorSettings
 from sparkmirror.errors import SparkmirrorError
@@ -47,6 +48,14 @@ from sparkmirror.errors import SparkmirrorError
 log = logging.getLogger("sparkmirror.replicate")
 
 __all__ = ["FlowReplicator", "FlowStats", "GRACEFUL_STOP_S", "stop_grace"]  # replicator.service reads stop_grace here
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's CPU set, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class _Pausable:
@@ -113,6 +122,7 @@ class FlowReplicator(_Pausable):
         self._query_lock = threading.RLock()
         self._restart_at: float | None = None
         self._source_options = spark_source_options(config, flow)
+        self._fetch_wait = fetchwait.FetchWait(_cores())  # followed only where fetchwait.adapts says
         # The direct source plans no new batch while this file exists (see MicroBatchRunner.stop).
         self._stop_flag = (Path(tempfile.gettempdir())
                            / f"sparkmirror-{os.getpid()}-{flow.source}-to-{flow.target}.stopping")
@@ -214,6 +224,29 @@ class FlowReplicator(_Pausable):
             self._stop_query()  # between micro-batches: the real-time query starts where the last one ended
             self._start_query()
 
+    @property
+    def fetch_wait(self) -> fetchwait.FetchWait | None:
+        """The real-time fetch wait the flow's rate chooses; None where it is fixed (fetchwait.adapts)."""
+        if self.spark is None or not fetchwait.adapts(self._source_options, local_mode(self.spark)):
+            return None
+        return self._fetch_wait
+
+    def refetch(self, wait_ms: int, source_bytes_per_s: float) -> None:
+        """The progress loop saw the source's rate ask for another fetch wait long enough: the
+        real-time query restarts with it (locally where the target acknowledged: nothing copied twice)."""
+        with self._query_lock:
+            if self._closed or self._restart_at is not None or not self.realtime or self.query is None:
+                return
+            before = self._fetch_wait.wait_ms
+            self._fetch_wait.changed(wait_ms)
+            rate = (f"{source_bytes_per_s / 1e6:.1f} MB/s" if source_bytes_per_s >= 1e6
+                    else f"{source_bytes_per_s / 1e3:.1f} KB/s")
+            log.info("flow %s: the source adds %s, so real-time fetches wait at most %d ms instead of %d "
+                     "(%s): restarting its real-time query", self.name, rate, wait_ms, before,
+                     "fewer fetches while the cores are busy" if wait_ms > before else "records wait less for company")
+            self._stop_query()
+            self._start_query()
+
     # -- topics ---------------------------------------------------------------------
     def refresh_topics(self) -> bool:
         """Create/grow mirror topics; True when the query's assignment must change."""
@@ -246,7 +279,8 @@ class FlowReplicator(_Pausable):
             flow_dir=self.checkpoint_dir, offset_syncs=self.offset_syncs, stats=self.stats, backoff=self._backoff,
             probe=self._probe, notes=self._notes, resume_offsets=self._resume_offsets,
             source_options=self._source_options, target_admin=self.target_admin, copy_tasks=self.copy_tasks,
-            stop_flag=self._stop_flag)
+            stop_flag=self._stop_flag,
+            fetch_wait_ms=self.fetch_wait.wait_ms if self.fetch_wait is not None else None)
         if self._paths.path.path == REAL_TIME:
             return RealTimeRunner(ctx, self.assignment)
         # an exactly-once flow's eos_writer needs Spark's Kafka source

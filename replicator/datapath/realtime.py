@@ -18,6 +18,8 @@ import json
 import logging
 from pathlib import Path
 
+from replicator.datapath.fetchwait import LONG_WAIT_MS
+
 log = logging.getLogger("sparkmirror.replicate")
 
 
@@ -27,13 +29,18 @@ log = logging.getLogger("sparkmirror.replicate")
 #: byte) a busy partition is fetched on every round trip, a few records at a time: work for the
 #: source broker and for the cores the copy needs. Waiting for 64 KB, or 20 ms at most, takes
 #: fewer, fuller fetches for less CPU and a shorter tail ("Real-time source fetches" in
-#: bench/NOTES.md); a quiet partition's record waits up to 20 ms more.
-SOURCE_FETCH_DEFAULTS = {"kafka.fetch.min.bytes": "65536", "kafka.fetch.max.wait.ms": "20"}
+#: bench/NOTES.md); a quiet partition's record waits up to 20 ms more, or 5 ms while the flow's
+#: rate is low (``fetchwait``).
+SOURCE_FETCH_DEFAULTS = {"kafka.fetch.min.bytes": "65536", "kafka.fetch.max.wait.ms": str(LONG_WAIT_MS)}
 
 
-def source_options(configured: dict[str, str]) -> dict[str, str]:
-    """A real-time query's Kafka source options: the configured ones over SOURCE_FETCH_DEFAULTS."""
-    return {**SOURCE_FETCH_DEFAULTS, **configured}
+def source_options(configured: dict[str, str], wait_ms: int | None = None) -> dict[str, str]:
+    """A real-time query's Kafka source options: the configured ones over SOURCE_FETCH_DEFAULTS,
+    with ``wait_ms`` (the rate-chosen fetch wait, ``fetchwait``) unless a wait is configured."""
+    options = {**SOURCE_FETCH_DEFAULTS, **configured}
+    if wait_ms is not None and "kafka.fetch.max.wait.ms" not in configured:
+        options["kafka.fetch.max.wait.ms"] = str(wait_ms)
+    return options
 
 
 # A flow's partitions can be dealt over several real-time queries (``--real-time-shards``): each

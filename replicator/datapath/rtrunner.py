@@ -19,7 +19,8 @@ import time
 
 from replicator.datapath import checkpoint_layout as layout, realtime
 from replicator.datapath.catchup import committed_offsets
-from replicator.datapath.runner import GRACEFUL_STOP_S, SLOW_BATCH_S, RunnerContext, kafka_source, stop_grace
+from replicator.datapath.runner import (GRACEFUL_STOP_S, SLOW_BATCH_S, RunnerContext, kafka_source, local_mode,
+                                        stop_grace)
 from replicator.kafkaclients import watermarks
 from replicator.metrics import metrics
 from replicator.settings import ACKNOWLEDGED_JOURNAL_S, REAL_TIME
@@ -46,8 +47,7 @@ def _progress_batch(query) -> int | None:
 def checkpoint_interval(ctx: RunnerContext) -> float:
     """The flow's real-time checkpoint interval: its setting, else the default of local mode or
     of a cluster (replicator.settings)."""
-    master = getattr(getattr(ctx.spark, "sparkContext", None), "master", None)
-    return ctx.settings.checkpoint_interval(master is None or str(master).startswith("local"))
+    return ctx.settings.checkpoint_interval(local_mode(ctx.spark))
 
 
 #: How often the progress line comes in local mode, where the writers' counters are read every
@@ -214,7 +214,7 @@ class RealTimeRunner:
         interval = self.interval
         spread = ("" if len(shards) == 1 else
                   f" over {len(shards)} queries started {realtime.stagger_seconds(len(shards), interval):.1f} s apart")
-        fetch = realtime.source_options(ctx.source_options)
+        fetch = realtime.source_options(ctx.source_options, ctx.fetch_wait_ms)
         log.info("flow %s: streaming %d topics (%d partitions) -> %s in real time (one task per partition%s, "
                  "checkpoint every %s, source fetches of fetch.min.bytes %s or fetch.max.wait.ms %s), checkpoint %s",
                  ctx.name, len(self.assignment), self.partitions, ctx.flow.target, spread,

@@ -201,6 +201,7 @@ class RunnerContext:
     target_admin: object
     copy_tasks: int | None  # direct source tasks per batch (None: Spark's default parallelism)
     stop_flag: Path  # while it exists the direct source plans no new batch
+    fetch_wait_ms: int | None = None  # the real-time source's rate-chosen fetch wait (None: the default)
 
     def mirror(self, topic: str) -> str:
         return self.flow.policy.format_remote_topic(self.flow.source, topic)
@@ -234,6 +235,12 @@ class Runner(Protocol):
         """Where the copy has got to per source partition (the catch-up estimate), or None."""
 
 
+def local_mode(spark) -> bool:
+    """Whether the session runs in local mode: the writers then share the driver's JVM."""
+    master = getattr(getattr(spark, "sparkContext", None), "master", None)
+    return master is None or str(master).startswith("local")
+
+
 def spark_source_options(config, flow) -> dict[str, str]:
     """Spark's Kafka source options for a flow's source cluster."""
     from sparkmirror.model.clients import spark_kafka_options
@@ -248,7 +255,7 @@ def kafka_source(ctx: RunnerContext, assign: dict[str, list[int]], starting: str
                  max_offsets: int | None = None):
     """Spark's Kafka source over the partitions ``assign``, from ``starting`` when there is no checkpoint."""
     reader = ctx.spark.readStream.format("kafka")
-    options = realtime.source_options(ctx.source_options) if real_time else ctx.source_options
+    options = realtime.source_options(ctx.source_options, ctx.fetch_wait_ms) if real_time else ctx.source_options
     for k, v in options.items():
         reader = reader.option(k, v)
     reader = (
