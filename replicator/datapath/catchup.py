@@ -276,6 +276,6 @@ class CatchUpReport:
         if wait is not None and fr.realtime:
             # the sustained rate: one burst (a backlog written at once) does not change the wait
             source_bps = tracker.sustained_source_rate() * est.bytes_per_record if est.measured else None
-            new = wait.look(now, source_bps)
+            new = wait.look(now, source_bps, behind=not caught_up)
             if new is not None:
                 fr.refetch(new, source_bps)

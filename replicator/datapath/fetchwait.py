@@ -12,8 +12,9 @@ A real-time query's consumer settings are fixed when it starts, so a change rest
 (locally a stop resumes where the target acknowledged every record: nothing copied twice). Two
 thresholds and a time each keep it from switching back and forth: the short wait needs the
 rate low for ``SHORT_AFTER_S``, the long one high for ``LONG_AFTER_S`` (falling behind costs
-more than a few milliseconds of median). A source that adds nothing decides nothing: an idle
-flow keeps the wait it has.
+more than a few milliseconds of median). A flow that is behind (a cold start, a burst) wants
+the long wait whatever the rate: it needs records per second, not milliseconds per record. A
+source that adds nothing decides nothing: an idle flow keeps the wait it has.
 
 The wait is chosen only when nothing chose it: a source cluster whose consumer settings give
 ``fetch.max.wait.ms`` or ``fetch.min.bytes`` keeps them, and on a Spark cluster, where a stop
@@ -61,19 +62,19 @@ class FetchWait:
     def long_above(self) -> float:
         return LONG_ABOVE_BYTES_PER_CORE * self.cores
 
-    def wanted(self, source_bytes_per_s: float) -> int:
+    def wanted(self, source_bytes_per_s: float, behind: bool = False) -> int:
         """The wait this rate asks for, given the wait the query runs with (between the two
-        thresholds it keeps it)."""
-        if source_bytes_per_s > self.long_above:
+        thresholds it keeps it); ``behind``: the flow is catching up."""
+        if behind or source_bytes_per_s > self.long_above:
             return LONG_WAIT_MS
         if 0 < source_bytes_per_s < self.short_below:
             return SHORT_WAIT_MS
         return self.wait_ms
 
-    def look(self, now: float, source_bytes_per_s: float | None) -> int | None:
-        """One look at the source's rate (bytes/s; None: not measured yet). Returns the new wait
-        once the rate has asked for it long enough, else None."""
-        want = self.wait_ms if source_bytes_per_s is None else self.wanted(source_bytes_per_s)
+    def look(self, now: float, source_bytes_per_s: float | None, behind: bool = False) -> int | None:
+        """One look at the source's rate (bytes/s; None: not measured yet) and whether the flow is
+        behind. Returns the new wait once they have asked for it long enough, else None."""
+        want = self.wait_ms if source_bytes_per_s is None else self.wanted(source_bytes_per_s, behind)
         if want == self.wait_ms:
             self._since = None
             return None

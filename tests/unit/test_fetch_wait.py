@@ -70,3 +70,21 @@ def test_the_chosen_wait_reaches_the_source_options_unless_one_is_configured():
     assert realtime.source_options({}, SHORT_WAIT_MS)["kafka.fetch.min.bytes"] == "65536"
     configured = {"kafka.fetch.max.wait.ms": "100"}
     assert realtime.source_options(configured, SHORT_WAIT_MS)["kafka.fetch.max.wait.ms"] == "100"
+
+
+def test_a_flow_behind_wants_the_long_wait_whatever_its_rate():
+    fw = FetchWait(CORES, SHORT_WAIT_MS)
+    assert fw.wanted(LOW, behind=True) == LONG_WAIT_MS
+    t, new = _feed_behind(fw, LOW, 60)
+    assert new == LONG_WAIT_MS and t == LONG_AFTER_S
+    fw = FetchWait(CORES)
+    assert _feed_behind(fw, LOW, 300) is None, "no short wait while catching up"
+
+
+def _feed_behind(fw: FetchWait, rate, seconds: float):
+    for t in range(int(seconds) + 1):
+        new = fw.look(float(t), rate, behind=True)
+        if new is not None:
+            fw.changed(new)
+            return float(t), new
+    return None
