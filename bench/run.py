@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--java-home {args.java_home}: no bin/java there")
         JAVA_HOME.append(args.java_home.resolve())
     if args.baseline_src is not None:
-        if not (args.baseline_src / "replicator" / "cli.py").is_file():
+        if not (args.baseline_src / "sparkmirror_cli" / "main.py").is_file():
             ap.error(f"--baseline-src {args.baseline_src}: no sparkmirror_cli/main.py there")
         BASELINE_SRC.append(args.baseline_src.resolve())
     chosen = [WORKLOADS[w.strip()] for w in args.workloads.split(",")]
