@@ -273,9 +273,12 @@ class CatchUpReport:
         else:
             self.fall_behind.reset()
         wait = getattr(fr, "fetch_wait", None)
-        if wait is not None and fr.realtime:
+        if wait is not None and est.measured:
             # the sustained rate: one burst (a backlog written at once) does not change the wait
-            source_bps = tracker.sustained_source_rate() * est.bytes_per_record if est.measured else None
-            new = wait.look(now, source_bps, behind=not caught_up)
-            if new is not None:
-                fr.refetch(new, source_bps)
+            source_bps = tracker.sustained_source_rate() * est.bytes_per_record
+            if fr.realtime:
+                new = wait.look(now, source_bps, behind=not caught_up)
+                if new is not None:
+                    fr.refetch(new, source_bps)
+            elif source_bps:  # in micro-batches: what the real-time query will start with
+                wait.changed(wait.wanted(source_bps))

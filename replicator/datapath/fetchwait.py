@@ -8,13 +8,17 @@ once the machine is busy ("Latency against load" in bench/NOTES.md): 5 ms at hal
 fell behind. So a flow in local mode fetches with the short wait while its source adds few bytes
 per second for the cores it has, and with the long one above that.
 
-A real-time query's consumer settings are fixed when it starts, so a change restarts the query
-(locally a stop resumes where the target acknowledged every record: nothing copied twice). Two
+A flow starts with the short wait: most flows run far below a machine's ceiling, and a start
+with no rate measured yet (an idle source) should not pay a restart once records come. While
+the flow is in micro-batches the rate sets the wait its real-time query will start with. A
+running real-time query's consumer settings are fixed, so a change then restarts the query
+(locally a stop resumes where the target acknowledged every record: nothing copied twice, but
+the new query's first seconds run up to ~2 s behind at 10 % load). Two
 thresholds and a time each keep it from switching back and forth: the short wait needs the
 rate low for ``SHORT_AFTER_S``, the long one high for ``LONG_AFTER_S`` (falling behind costs
-more than a few milliseconds of median). A flow that is behind (a cold start, a burst) wants
-the long wait whatever the rate: it needs records per second, not milliseconds per record. A
-source that adds nothing decides nothing: an idle flow keeps the wait it has.
+more than a few milliseconds of median). Nothing changes while the flow is behind (a cold
+start, a burst): every fetch then fills its 64 KB at once whatever the wait, and a restart would
+only add a pause. A source that adds nothing decides nothing: an idle flow keeps its wait.
 
 The wait is chosen only when nothing chose it: a source cluster whose consumer settings give
 ``fetch.max.wait.ms`` or ``fetch.min.bytes`` keeps them, and on a Spark cluster, where a stop
@@ -23,9 +27,9 @@ waits for the next checkpoint, the long wait stays. Pure logic: no Spark, no Kaf
 
 from __future__ import annotations
 
-#: The wait a real-time query starts with, and keeps above the rate below (Spark's source option).
+#: The wait above the rate below, and while the flow is behind (Spark's source option).
 LONG_WAIT_MS = 20
-#: The wait at low rates: a record on a quiet partition waits at most this long for company.
+#: The wait at low rates, and a flow's first: a quiet partition's record waits at most this long.
 SHORT_WAIT_MS = 5
 #: Source bytes per second per core under which the short wait is worth its fetches, and over
 #: which the long one comes back (bench/NOTES.md, "Latency against load").
@@ -49,7 +53,7 @@ class FetchWait:
     """One flow's fetch wait over time. ``look`` takes the source's rate every second or so and
     says when the wait should change; ``wait_ms`` is the one the query runs with."""
 
-    def __init__(self, cores: int, wait_ms: int = LONG_WAIT_MS) -> None:
+    def __init__(self, cores: int, wait_ms: int = SHORT_WAIT_MS) -> None:
         self.cores = max(1, cores)
         self.wait_ms = wait_ms
         self._since: float | None = None  # since when the rate has said the other wait
@@ -62,10 +66,10 @@ class FetchWait:
     def long_above(self) -> float:
         return LONG_ABOVE_BYTES_PER_CORE * self.cores
 
-    def wanted(self, source_bytes_per_s: float, behind: bool = False) -> int:
+    def wanted(self, source_bytes_per_s: float) -> int:
         """The wait this rate asks for, given the wait the query runs with (between the two
-        thresholds it keeps it); ``behind``: the flow is catching up."""
-        if behind or source_bytes_per_s > self.long_above:
+        thresholds it keeps it)."""
+        if source_bytes_per_s > self.long_above:
             return LONG_WAIT_MS
         if 0 < source_bytes_per_s < self.short_below:
             return SHORT_WAIT_MS
@@ -74,7 +78,10 @@ class FetchWait:
     def look(self, now: float, source_bytes_per_s: float | None, behind: bool = False) -> int | None:
         """One look at the source's rate (bytes/s; None: not measured yet) and whether the flow is
         behind. Returns the new wait once they have asked for it long enough, else None."""
-        want = self.wait_ms if source_bytes_per_s is None else self.wanted(source_bytes_per_s, behind)
+        if behind:
+            self._since = None
+            return None
+        want = self.wait_ms if source_bytes_per_s is None else self.wanted(source_bytes_per_s)
         if want == self.wait_ms:
             self._since = None
             return None

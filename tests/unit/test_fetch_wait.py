@@ -24,8 +24,8 @@ def _feed(fw: FetchWait, rate, seconds: float, start: float = 0.0):
 
 
 def test_a_low_rate_gets_the_short_wait_once_it_held_and_a_high_one_the_long_wait_sooner():
-    fw = FetchWait(CORES)
-    assert fw.wait_ms == LONG_WAIT_MS
+    assert FetchWait(CORES).wait_ms == SHORT_WAIT_MS, "a flow starts with the short wait"
+    fw = FetchWait(CORES, LONG_WAIT_MS)
     assert _feed(fw, LOW, SHORT_AFTER_S - 1) is None
     assert _feed(fw, LOW, 2, start=SHORT_AFTER_S - 1 + 1)[1] == SHORT_WAIT_MS
     fw = FetchWait(CORES, SHORT_WAIT_MS)
@@ -42,7 +42,7 @@ def test_between_the_thresholds_and_when_idle_the_wait_stays():
 
 
 def test_a_rate_that_crosses_back_before_its_time_starts_the_count_again():
-    fw = FetchWait(CORES)
+    fw = FetchWait(CORES, LONG_WAIT_MS)
     assert _feed(fw, LOW, SHORT_AFTER_S - 2) is None
     assert fw.look(SHORT_AFTER_S - 1, BETWEEN) is None  # back in the band: the count restarts
     assert _feed(fw, LOW, SHORT_AFTER_S - 2, start=SHORT_AFTER_S) is None
@@ -72,13 +72,13 @@ def test_the_chosen_wait_reaches_the_source_options_unless_one_is_configured():
     assert realtime.source_options(configured, SHORT_WAIT_MS)["kafka.fetch.max.wait.ms"] == "100"
 
 
-def test_a_flow_behind_wants_the_long_wait_whatever_its_rate():
-    fw = FetchWait(CORES, SHORT_WAIT_MS)
-    assert fw.wanted(LOW, behind=True) == LONG_WAIT_MS
-    t, new = _feed_behind(fw, LOW, 60)
-    assert new == LONG_WAIT_MS and t == LONG_AFTER_S
-    fw = FetchWait(CORES)
-    assert _feed_behind(fw, LOW, 300) is None, "no short wait while catching up"
+def test_nothing_changes_while_the_flow_is_behind():
+    """Behind, every fetch fills at once whatever the wait: a restart would only add a pause."""
+    for wait, rate in ((SHORT_WAIT_MS, HIGH), (LONG_WAIT_MS, LOW)):
+        fw = FetchWait(CORES, wait)
+        assert _feed_behind(fw, rate, 300) is None and fw.wait_ms == wait
+        # caught up, the count starts then
+        assert _feed(fw, rate, LONG_AFTER_S - 1, start=301) is None
 
 
 def _feed_behind(fw: FetchWait, rate, seconds: float):

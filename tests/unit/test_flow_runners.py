@@ -171,6 +171,28 @@ def test_falling_back_and_catching_up_swap_the_runners(tmp_path, monkeypatch, cl
     assert not fr.catching_up_first
 
 
+def test_a_new_fetch_wait_restarts_a_local_real_time_query_and_nothing_else(tmp_path, monkeypatch, clock):
+    from replicator.datapath.fetchwait import LONG_WAIT_MS, SHORT_WAIT_MS
+
+    fr, calls = make_flow(tmp_path, monkeypatch)
+    assert fr.fetch_wait is None, "no session yet"
+    fr.spark = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://host:7077"))
+    assert fr.fetch_wait is None, "on a cluster a restart waits for a checkpoint: fixed"
+    fr.spark = SimpleNamespace(sparkContext=SimpleNamespace(master="local[*,4]"))
+    assert fr.fetch_wait.wait_ms == SHORT_WAIT_MS
+    fr.choose_path(None)
+    fr.start_query()
+    fr.refetch(LONG_WAIT_MS, 80e6)
+    assert calls == [("start", REAL_TIME), ("stop", REAL_TIME, False), ("start", REAL_TIME)]
+    assert fr.fetch_wait.wait_ms == LONG_WAIT_MS
+    fr.fall_back(500_000, 10_000.0, 20_000.0, 60.0)
+    del calls[:]
+    fr.refetch(SHORT_WAIT_MS, 1e6)
+    assert calls == [], "micro-batches fetch on their own: the next real-time start takes the wait"
+    fr._source_options = {**fr._source_options, "kafka.fetch.max.wait.ms": "100"}
+    assert fr.fetch_wait is None, "a configured wait is fixed"
+
+
 def test_a_runner_is_stopped_its_own_way_whatever_the_path_became(tmp_path, monkeypatch, clock):
     """A topic that grew past the task slots moves the flow to micro-batches while its real-time
     query runs: that query still stops as a real-time one."""
