@@ -90,7 +90,34 @@ class _Pausable:
             return True
 
 
-class FlowReplicator(_Pausable):
+class _FetchWaitFollower:
+    """FlowReplicator's real-time fetch wait, chosen from the flow's rate (fetchwait)."""
+
+    @property
+    def fetch_wait(self) -> fetchwait.FetchWait | None:
+        """The real-time fetch wait the flow's rate chooses; None where it is fixed (fetchwait.adapts)."""
+        if self.spark is None or not fetchwait.adapts(self._source_options, local_mode(self.spark)):
+            return None
+        return self._fetch_wait
+
+    def refetch(self, wait_ms: int, source_bytes_per_s: float) -> None:
+        """The progress loop saw the source's rate ask for another fetch wait long enough: the
+        real-time query restarts with it (locally where the target acknowledged: nothing copied twice)."""
+        with self._query_lock:
+            if self._closed or self._restart_at is not None or not self.realtime or self.query is None:
+                return
+            before = self._fetch_wait.wait_ms
+            self._fetch_wait.changed(wait_ms)
+            rate = (f"{source_bytes_per_s / 1e6:.1f} MB/s" if source_bytes_per_s >= 1e6
+                    else f"{source_bytes_per_s / 1e3:.1f} KB/s")
+            log.info("flow %s: the source adds %s, so real-time fetches wait at most %d ms instead of %d "
+                     "(%s): restarting its real-time query", self.name, rate, wait_ms, before,
+                     "fewer fetches while the cores are busy" if wait_ms > before else "records wait less for company")
+            self._stop_query()
+            self._start_query()
+
+
+class FlowReplicator(_Pausable, _FetchWaitFollower):
     """One flow's streaming query, given by the service: the flow's FlowConfig, its clusters'
     admin clients, ``topics`` (discover(), plan(), ensure(): the mirror topics, see
     replicator.control.topics.TopicSync) and ``starting_offsets(assignment, checkpoint_dir)``
@@ -222,29 +249,6 @@ class FlowReplicator(_Pausable):
             self._paths.go_real_time()
             log.info("flow %s: caught up: switching to the real-time data path", self.name)
             self._stop_query()  # between micro-batches: the real-time query starts where the last one ended
-            self._start_query()
-
-    @property
-    def fetch_wait(self) -> fetchwait.FetchWait | None:
-        """The real-time fetch wait the flow's rate chooses; None where it is fixed (fetchwait.adapts)."""
-        if self.spark is None or not fetchwait.adapts(self._source_options, local_mode(self.spark)):
-            return None
-        return self._fetch_wait
-
-    def refetch(self, wait_ms: int, source_bytes_per_s: float) -> None:
-        """The progress loop saw the source's rate ask for another fetch wait long enough: the
-        real-time query restarts with it (locally where the target acknowledged: nothing copied twice)."""
-        with self._query_lock:
-            if self._closed or self._restart_at is not None or not self.realtime or self.query is None:
-                return
-            before = self._fetch_wait.wait_ms
-            self._fetch_wait.changed(wait_ms)
-            rate = (f"{source_bytes_per_s / 1e6:.1f} MB/s" if source_bytes_per_s >= 1e6
-                    else f"{source_bytes_per_s / 1e3:.1f} KB/s")
-            log.info("flow %s: the source adds %s, so real-time fetches wait at most %d ms instead of %d "
-                     "(%s): restarting its real-time query", self.name, rate, wait_ms, before,
-                     "fewer fetches while the cores are busy" if wait_ms > before else "records wait less for company")
-            self._stop_query()
             self._start_query()
 
     # -- topics ---------------------------------------------------------------------
