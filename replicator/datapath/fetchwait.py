@@ -32,7 +32,7 @@ LONG_WAIT_MS = 20
 #: The wait at low rates, and a flow's first: a quiet partition's record waits at most this long.
 SHORT_WAIT_MS = 5
 #: Source bytes per second per core under which the short wait is worth its fetches, and over
-#: which the long one comes back (bench/NOTES.md, "Latency against load").
+#: which the long one comes back (bench/NOTES.md, "Real-time fetch wait chosen from the flow's rate").
 SHORT_BELOW_BYTES_PER_CORE = 24e6
 LONG_ABOVE_BYTES_PER_CORE = 32e6
 #: How long the rate must stay on the other side before the wait changes.
