@@ -41,12 +41,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
     several minutes: the suite has a time budget, and --durations shows single tests only.
 
     With ``$SPARKMIRROR_FAILED_LIST`` set, the ids of the tests that failed or errored are
-    written there, one per line (``./run test`` runs them again, alone)."""
+    written there, one per line, in the order they ran (``./run test`` runs them again, alone)."""
     import os
 
     if os.environ.get(FAILED_LIST):
-        failed = sorted({r.nodeid for key in ("failed", "error") for r in terminalreporter.stats.get(key, [])
-                         if isinstance(r, pytest.TestReport)})
+        # in the order they ran: a module's tests may build on one another's state
+        reports = [r for key in ("failed", "error") for r in terminalreporter.stats.get(key, [])
+                   if isinstance(r, pytest.TestReport)]
+        failed = list(dict.fromkeys(r.nodeid for r in sorted(reports, key=lambda r: r.start)))
         Path(os.environ[FAILED_LIST]).write_text("".join(f"{n}\n" for n in failed))
     totals: dict[str, float] = defaultdict(float)
     for reports in terminalreporter.stats.values():

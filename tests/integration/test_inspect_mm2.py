@@ -81,6 +81,15 @@ def _values(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return out
 
 
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                              timeout=30)}
+    finally:
+        c.close()
+
+
 def _newest_checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint]:
     out = {}
     for m in consume_all(bootstrap, "primary.checkpoints.internal", timeout=20):
@@ -121,10 +130,10 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         **single_node_settings(),
     }
     admin_dr = AdminClient({"bootstrap.servers": dr})
-    wanted = {(f"primary.{topic}", p): o for p, o in COMMITTED.items()}
 
-    def checkpointed():
-        return {k: cp.upstream_offset for k, cp in _newest_checkpoints(dr, group).items()} == wanted
+    def checkpointed(committed: dict[int, int]):
+        wanted = {(f"primary.{topic}", p): o for p, o in committed.items()}
+        return lambda: {k: cp.upstream_offset for k, cp in _newest_checkpoints(dr, group).items()} == wanted
 
     def commit(offsets: dict[int, int]) -> None:
         c = Consumer({"bootstrap.servers": primary, "group.id": group, "enable.auto.commit": False})
@@ -156,16 +165,18 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
         # The group commits while MM2 runs.
         commit(COMMITTED)
         try:
-            wait_until(checkpointed, 90, interval=1, what="MM2's checkpoints", ignoring=SETTLING, alive=mm2.running)
-            restarted = False
-        except AssertionError:
-            restarted = True  # seen under heavy load: MM2 checkpoints one partition and never the other
-    if restarted:
-        print(f"\nApache MM2 did not checkpoint both partitions within 90 s (see {work / 'mm2' / 'mm2.log'}, "
-              "translateDownstream lines); restarting it once")
-        with MirrorMaker2(props, work / "mm2-again") as mm2:
-            wait_until(checkpointed, 120, interval=1, what="MM2's checkpoints after a restart", ignoring=SETTLING,
+            wait_until(checkpointed(COMMITTED), 90, interval=1, what="MM2's checkpoints", ignoring=SETTLING,
                        alive=mm2.running)
+        except AssertionError:
+            # Seen under heavy load: MM2 checkpoints one partition and never the other, its sparse sync
+            # store holding no sync that moves the group's translation past the early checkpoint. A
+            # restart does not help (the store reloads only the newest sync); a group at the end of
+            # the topic translates from that newest sync, which MM2 always holds.
+            print(f"\nApache MM2 did not checkpoint {COMMITTED} within 90 s (see {work / 'mm2' / 'mm2.log'}, "
+                  "translateDownstream lines); the group commits at the end of the topic instead")
+            commit(_ends(primary, topic, 2))
+            wait_until(checkpointed(_ends(primary, topic, 2)), 90, interval=1, what="MM2's checkpoints at the end",
+                       ignoring=SETTLING, alive=mm2.running)
     yield {"primary": primary, "dr": dr, "u": u, "topic": topic, "group": group, "work": work,
            "config": write_config(work / "sparkmirror.properties", primary, dr, extra={
                "primary->dr.topics": topic, "primary->dr.groups": group, "offset.lag.max": str(LAG_MAX),
@@ -189,16 +200,23 @@ def _remote_cluster_utils(tmp: Path, dr: str, group: str) -> dict[tuple[str, int
 def test_translate_equals_mm2_remote_cluster_utils_and_applies(mm2_left, tmp_path):
     r = mm2_left
     expected = _remote_cluster_utils(tmp_path, r["dr"], r["group"])
-    assert set(expected) == {(f"primary.{r['topic']}", 0), (f"primary.{r['topic']}", 1)}
-    for (_, p), offset in expected.items():  # the mirror started empty: never ahead of the upstream offset
-        assert offset <= COMMITTED[p]
+    remote = f"primary.{r['topic']}"
+    assert set(expected) == {(remote, 0), (remote, 1)}
+    # The group's offsets now (the takeover test, if it ran first, moved them on): a consumer of
+    # the mirror starting at the translated offset skips none of the records the group has not read.
+    committed = _committed(r["primary"], r["group"], r["topic"], 2)
+    source, mirror = _values(r["primary"], r["topic"]), _values(r["dr"], remote)
+    for (_, p), offset in expected.items():
+        assert offset <= len(mirror[p])
+        if committed[p] < len(source[p]):
+            assert source[p][committed[p]] in mirror[p][offset:], f"partition {p}: translated past unread records"
 
     out = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"],
                   "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert {(o["topic"], o["partition"]): o["offset"] for o in report["offsets"]} == expected
-    assert {o["upstream_offset"] for o in report["offsets"]} == set(COMMITTED.values())
+    assert {o["partition"]: o["upstream_offset"] for o in report["offsets"]} == committed
 
     table = run_cli("translate", str(r["config"]), "--source", "primary", "--target", "dr", "--group", r["group"])
     assert table.returncode == 0 and "UPSTREAM OFFSET" in table.stdout
