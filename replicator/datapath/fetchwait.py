@@ -16,9 +16,13 @@ running real-time query's consumer settings are fixed, so a change then restarts
 the new query's first seconds run up to ~2 s behind at 10 % load). Two
 thresholds and a time each keep it from switching back and forth: the short wait needs the
 rate low for ``SHORT_AFTER_S``, the long one high for ``LONG_AFTER_S`` (falling behind costs
-more than a few milliseconds of median). Nothing changes while the flow is behind (a cold
-start, a burst): every fetch then fills its 64 KB at once whatever the wait, and a restart would
-only add a pause. A source that adds nothing decides nothing: an idle flow keeps its wait.
+more than a few milliseconds of median). Behind (a cold start, a burst), every fetch fills its
+64 KB at once whatever the wait, so the short wait never comes then: a restart would only add a
+pause. The long one does: a source over the threshold while the flow catches up from a cold start
+is the load it will run at, and its restart costs less during the catch-up than once caught up,
+where it puts a flow that has just settled seconds behind again (half the raw rate: a 2-s
+spike one minute into the load; bench/NOTES.md). A source that adds nothing decides nothing: an
+idle flow keeps its wait.
 
 The wait is chosen only when nothing chose it: a source cluster whose consumer settings give
 ``fetch.max.wait.ms`` or ``fetch.min.bytes`` keeps them, and on a Spark cluster, where a stop
@@ -27,7 +31,7 @@ waits for the next checkpoint, the long wait stays. Pure logic: no Spark, no Kaf
 
 from __future__ import annotations
 
-#: The wait above the rate below, and while the flow is behind (Spark's source option).
+#: The wait above the rate below (Spark's source option).
 LONG_WAIT_MS = 20
 #: The wait at low rates, and a flow's first: a quiet partition's record waits at most this long.
 SHORT_WAIT_MS = 5
@@ -77,12 +81,10 @@ class FetchWait:
 
     def look(self, now: float, source_bytes_per_s: float | None, behind: bool = False) -> int | None:
         """One look at the source's rate (bytes/s; None: not measured yet) and whether the flow is
-        behind. Returns the new wait once they have asked for it long enough, else None."""
-        if behind:
-            self._since = None
-            return None
+        behind. Returns the new wait once they have asked for it long enough, else None.
+        Behind, only the long wait counts (see the module docstring)."""
         want = self.wait_ms if source_bytes_per_s is None else self.wanted(source_bytes_per_s)
-        if want == self.wait_ms:
+        if want == self.wait_ms or (behind and want != LONG_WAIT_MS):
             self._since = None
             return None
         if self._since is None:

@@ -72,13 +72,18 @@ def test_the_chosen_wait_reaches_the_source_options_unless_one_is_configured():
     assert realtime.source_options(configured, SHORT_WAIT_MS)["kafka.fetch.max.wait.ms"] == "100"
 
 
-def test_nothing_changes_while_the_flow_is_behind():
-    """Behind, every fetch fills at once whatever the wait: a restart would only add a pause."""
-    for wait, rate in ((SHORT_WAIT_MS, HIGH), (LONG_WAIT_MS, LOW)):
-        fw = FetchWait(CORES, wait)
-        assert _feed_behind(fw, rate, 300) is None and fw.wait_ms == wait
-        # caught up, the count starts then
-        assert _feed(fw, rate, LONG_AFTER_S - 1, start=301) is None
+def test_behind_the_short_wait_never_comes_and_the_long_one_does():
+    """Behind, every fetch fills at once whatever the wait: the short wait would only add a
+    pause. A high rate while catching up from a cold start takes the long wait then, not once
+    the flow has settled."""
+    fw = FetchWait(CORES, LONG_WAIT_MS)
+    assert _feed_behind(fw, LOW, 300) is None and fw.wait_ms == LONG_WAIT_MS
+    assert _feed(fw, LOW, SHORT_AFTER_S - 1, start=301) is None, "caught up, the count starts then"
+    fw = FetchWait(CORES, SHORT_WAIT_MS)
+    assert _feed_behind(fw, HIGH, 300) == (LONG_AFTER_S, LONG_WAIT_MS)
+    fw = FetchWait(CORES, SHORT_WAIT_MS)
+    assert _feed_behind(fw, HIGH, LONG_AFTER_S - 1) is None
+    assert _feed(fw, HIGH, 5, start=LONG_AFTER_S) == (LONG_AFTER_S, LONG_WAIT_MS), "caught up or not, one count"
 
 
 def _feed_behind(fw: FetchWait, rate, seconds: float):
