@@ -538,9 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in systems + extra_systems + curve_systems:
         if s not in ("raw", "mm2", *SPARKMIRROR_SYSTEMS):
             ap.error(f"unknown system {s!r}")
-    if ("sparkmirror-baseline" in systems + extra_systems) != (args.baseline_src is not None):
+    if ("sparkmirror-baseline" in systems + extra_systems + curve_systems) != (args.baseline_src is not None):
         ap.error("system sparkmirror-baseline and --baseline-src go together")
-    if ("sparkmirror-java" in systems + extra_systems) != (args.java_home is not None):
+    if ("sparkmirror-java" in systems + extra_systems + curve_systems) != (args.java_home is not None):
         ap.error("system sparkmirror-java and --java-home go together")
     if args.java_home is not None:
         if not (args.java_home / "bin" / "java").is_file():
