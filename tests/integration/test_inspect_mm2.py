@@ -174,8 +174,9 @@ def _mm2_left(kafka_clusters, tmp_path_factory):
             # the topic translates from that newest sync, which MM2 always holds.
             print(f"\nApache MM2 did not checkpoint {COMMITTED} within 90 s (see {work / 'mm2' / 'mm2.log'}, "
                   "translateDownstream lines); the group commits at the end of the topic instead")
-            commit(_ends(primary, topic, 2))
-            wait_until(checkpointed(_ends(primary, topic, 2)), 90, interval=1, what="MM2's checkpoints at the end",
+            ends = _ends(primary, topic, 2)
+            commit(ends)
+            wait_until(checkpointed(ends), 90, interval=1, what="MM2's checkpoints at the end",
                        ignoring=SETTLING, alive=mm2.running)
     yield {"primary": primary, "dr": dr, "u": u, "topic": topic, "group": group, "work": work,
            "config": write_config(work / "sparkmirror.properties", primary, dr, extra={
